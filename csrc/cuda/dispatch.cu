@@ -1,0 +1,95 @@
+// The CUDA variant table and the dtype dispatch into run_sum<In, Mid, Acc>.
+// Torch-free: cuda/ops.cpp does the torch side.
+#include "kernels/run_sum.cuh"
+
+namespace treduce::cuda {
+
+// Instantiated in the sum_*.cu files.
+#define TREDUCE_EXTERN_RUN_SUM(IN, MID, ACC) extern TREDUCE_INSTANTIATE_RUN_SUM(IN, MID, ACC)
+TREDUCE_SUM_COMBOS(TREDUCE_EXTERN_RUN_SUM)
+#undef TREDUCE_EXTERN_RUN_SUM
+
+namespace {
+
+// In enum Variant order.
+constexpr VariantDoc kDocs[] = {
+    {"neighbored", "neighbored_kernel (kernels/shared_tree.cuh)",
+     "shared-memory tree; at stride s, threads whose id is a multiple of 2s add the neighbour s away",
+     "000 baseline; 003 reduceNeighbored", "first rung", false},
+    {"strided_index", "strided_index_kernel (kernels/shared_tree.cuh)",
+     "same pairs, thread t works on index 2*s*t", "000 interleaved addressing; 003 reduceNeighboredLess",
+     "active threads packed into the first warps: no divergence, no %", false},
+    {"sequential", "sequential_kernel<K=1> (kernels/shared_tree.cuh)",
+     "stride halves from blockDim/2, thread t adds t+s", "000 bank conflicts; 003 reduceInterleaved",
+     "consecutive lanes read consecutive words: no bank conflicts", false},
+    {"first_add", "sequential_kernel<K=2> (kernels/shared_tree.cuh)",
+     "each thread adds two elements a block apart while loading", "000 idle threads; 004 reduceUnrolling2",
+     "half the blocks; no thread idle in the first step", false},
+    {"unroll4", "sequential_kernel<K=4> (kernels/shared_tree.cuh)",
+     "each thread adds four elements while loading", "004 reduceUnrolling4",
+     "four independent loads in flight per thread", false},
+    {"unroll8", "sequential_kernel<K=8> (kernels/shared_tree.cuh)",
+     "each thread adds eight elements while loading", "004 reduceUnrolling8",
+     "eight independent loads in flight per thread", false},
+    {"unroll_last_warp", "unroll_last_warp_kernel (kernels/shared_tree.cuh)",
+     "unroll8, with the last six tree steps inside warp 0 (__syncwarp, no __syncthreads)",
+     "000 unroll the last warp; 004 reduceUnrollWarp8",
+     "five block barriers fewer per block; the seeds' volatile race fixed", false},
+    {"complete_unroll", "complete_unroll_kernel<BLOCK> (kernels/shared_tree.cuh)",
+     "block size as a template parameter; every tree step written out", "000 complete unroll; 004 reduceCompleteUnrollWarp8",
+     "no loop over strides", false},
+    {"atomic", "atomic_kernel (kernels/grid_stride.cuh)",
+     "one atomicAdd per element into a single accumulator", "001 atomic_red",
+     "a different first rung: no tree at all", true},
+    {"two_pass", "two_pass_kernel (kernels/grid_stride.cuh)",
+     "grid-stride loop into shared memory, shared tree, then the same kernel over the block partials",
+     "001 reduce_sum; 002 step 2", "a fixed grid: one partial per resident block, not per tile", false},
+    {"block_atomic", "block_atomic_kernel (kernels/grid_stride.cuh)",
+     "two_pass's first launch with one atomicAdd per block", "001 reduce_a",
+     "one launch instead of two", true},
+    {"warp_shuffle", "warp_shuffle_kernel (kernels/grid_stride.cuh)",
+     "grid-stride sum in a register, __shfl_down_sync within warps, one atomicAdd per block",
+     "001 reduce_ws; 002 steps 3-4", "register accumulation and shuffles instead of shared-memory traffic", true},
+    {"single_block", "single_block_kernel (kernels/grid_stride.cuh)",
+     "one block; thread t sums every 256th element, thread 0 adds the 256 sums", "002 step 1",
+     "the seed's host-side finish moved onto the device", false},
+    {"auto", "run_sum (kernels/run_sum.cuh): currently complete_unroll",
+     "the fastest deterministic variant above", "-", "-", false},
+};
+static_assert(sizeof(kDocs) / sizeof(kDocs[0]) == int(Variant::Auto) + 1,
+              "one row per Variant");
+
+size_t acc_size(DType acc) { return acc == DType::Float ? 4 : 8; }
+
+}  // namespace
+
+size_t sum_workspace_bytes(Variant v, int64_t n, DType acc, int sm_count) {
+  if (v == Variant::Auto) v = kAutoVariant;
+  switch (v) {
+    case Variant::Atomic:
+    case Variant::TwoPass:
+    case Variant::BlockAtomic:
+    case Variant::WarpShuffle:
+    case Variant::SingleBlock:
+      return grid_stride_workspace_bytes(v, n, acc_size(acc), sm_count);
+    default: return tree_workspace_bytes(v, n, acc_size(acc));
+  }
+}
+
+cudaError_t launch_sum(Variant v, const SumArgs& a) {
+  const SumTypes& t = a.types;
+#define TREDUCE_DISPATCH(IN, MID, ACC)                                          \
+  if (t.in == DType::IN && t.mid == DType::MID && t.acc == DType::ACC)          \
+    return run_sum<ctype_t<DType::IN>, ctype_t<DType::MID>, ctype_t<DType::ACC>>(v, a);
+  TREDUCE_SUM_COMBOS(TREDUCE_DISPATCH)
+#undef TREDUCE_DISPATCH
+  return cudaErrorInvalidValue;
+}
+
+}  // namespace treduce::cuda
+
+namespace treduce {
+VariantTable cuda_variants() {
+  return {cuda::kDocs, int(sizeof(cuda::kDocs) / sizeof(cuda::kDocs[0]))};
+}
+}  // namespace treduce

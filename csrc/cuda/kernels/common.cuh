@@ -1,0 +1,132 @@
+// Building blocks every reduction kernel is written against: C++ types for
+// the dtype tags (and which of them convert through float), the Sum op
+// (identity, combine, atomic combine), the Reduction traits that bundle them,
+// and the one place a kernel writes a result.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <type_traits>
+
+#include "../../convert.h"
+#include "../launch.h"
+
+namespace treduce::cuda {
+
+template <DType> struct CType;
+template <> struct CType<DType::Bool> { using type = bool; };
+template <> struct CType<DType::UInt8> { using type = uint8_t; };
+template <> struct CType<DType::Int8> { using type = int8_t; };
+template <> struct CType<DType::Int16> { using type = int16_t; };
+template <> struct CType<DType::Int32> { using type = int32_t; };
+template <> struct CType<DType::Int64> { using type = int64_t; };
+template <> struct CType<DType::Half> { using type = __half; };
+template <> struct CType<DType::BFloat16> { using type = __nv_bfloat16; };
+template <> struct CType<DType::Float> { using type = float; };
+template <> struct CType<DType::Double> { using type = double; };
+template <DType D> using ctype_t = typename CType<D>::type;
+
+template <class T> constexpr DType dtype_of();
+template <> constexpr DType dtype_of<int64_t>() { return DType::Int64; }
+template <> constexpr DType dtype_of<float>() { return DType::Float; }
+template <> constexpr DType dtype_of<double>() { return DType::Double; }
+
+}  // namespace treduce::cuda
+
+namespace treduce {
+template <>
+struct Lowp<__half> : std::true_type {
+  __host__ __device__ static float to_float(__half v) { return __half2float(v); }
+  __host__ __device__ static __half from_float(float v) { return __float2half_rn(v); }
+};
+template <>
+struct Lowp<__nv_bfloat16> : std::true_type {
+  __host__ __device__ static float to_float(__nv_bfloat16 v) { return __bfloat162float(v); }
+  __host__ __device__ static __nv_bfloat16 from_float(float v) { return __float2bfloat16_rn(v); }
+};
+}  // namespace treduce
+
+namespace treduce::cuda {
+
+__device__ __forceinline__ void atomic_add(float* p, float v) { atomicAdd(p, v); }
+__device__ __forceinline__ void atomic_add(double* p, double v) { atomicAdd(p, v); }
+__device__ __forceinline__ void atomic_add(int64_t* p, int64_t v) {
+  // Two's complement: an unsigned 64-bit add wraps to the same bits.
+  atomicAdd(reinterpret_cast<unsigned long long*>(p),
+            static_cast<unsigned long long>(v));
+}
+
+// The reduction operator. Kernels only ever call these four members, so a
+// max or min is another struct of the same shape.
+template <class A>
+struct Sum {
+  using acc_t = A;
+  __device__ __forceinline__ static A identity() { return A(0); }
+  __device__ __forceinline__ static A combine(A a, A b) { return a + b; }
+  __device__ __forceinline__ static void atomic_combine(A* p, A v) { atomic_add(p, v); }
+};
+
+// What a kernel reduces: In elements, each converted through Mid into the
+// operator's accumulator (see SumTypes in dtype.h).
+template <class In_, class Mid, class Op_>
+struct Reduction {
+  using In = In_;
+  using Op = Op_;
+  using Acc = typename Op_::acc_t;
+  __device__ __forceinline__ static Acc load(const In* x, int64_t i) {
+    return Load<In, Mid, Acc>::apply(x[i]);
+  }
+};
+
+// Reduction over a buffer of block partials (already in Acc).
+template <class R>
+using PartialsOf = Reduction<typename R::Acc, typename R::Acc, typename R::Op>;
+
+// Where a kernel writes its value(s): block partials (dtype == acc) or the
+// caller's result (any dtype). The switch runs once per block.
+struct Sink {
+  void* ptr;
+  DType dtype;
+};
+
+template <class A>
+__device__ void store(Sink s, int64_t i, A v) {
+  switch (s.dtype) {
+#define TREDUCE_STORE_CASE(D)                                    \
+  case DType::D:                                                 \
+    static_cast<ctype_t<DType::D>*>(s.ptr)[i] = element_cast<ctype_t<DType::D>>(v); \
+    break;
+    TREDUCE_STORE_CASE(Bool)
+    TREDUCE_STORE_CASE(UInt8)
+    TREDUCE_STORE_CASE(Int8)
+    TREDUCE_STORE_CASE(Int16)
+    TREDUCE_STORE_CASE(Int32)
+    TREDUCE_STORE_CASE(Int64)
+    TREDUCE_STORE_CASE(Half)
+    TREDUCE_STORE_CASE(BFloat16)
+    TREDUCE_STORE_CASE(Float)
+    TREDUCE_STORE_CASE(Double)
+#undef TREDUCE_STORE_CASE
+  }
+}
+
+// Reduces a warp's 32 values into lane 0 through register shuffles.
+template <class Op, class A>
+__device__ __forceinline__ A warp_reduce(A v) {
+#pragma unroll
+  for (int offset = 16; offset > 0; offset >>= 1)
+    v = Op::combine(v, __shfl_down_sync(0xffffffffu, v, offset));
+  return v;
+}
+
+inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// The largest grid.x a launch accepts.
+inline constexpr int64_t kMaxGridX = 2147483647;
+
+inline cudaError_t last_launch_error() { return cudaGetLastError(); }
+
+}  // namespace treduce::cuda

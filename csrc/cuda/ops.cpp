@@ -1,0 +1,53 @@
+// treduce::sum on CUDA tensors: checks, device guard, stream, scratch from the
+// caching allocator, then the torch-free launcher (launch.h). Compiled by the
+// host compiler: torch headers stay out of the .cu files.
+#include <ATen/Context.h>
+#include <ATen/cuda/CUDAContext.h>
+#include <ATen/ops/empty.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <torch/library.h>
+
+#include <string>
+
+#include "../sum_common.h"
+#include "launch.h"
+
+namespace treduce::cuda {
+namespace {
+
+at::Tensor sum_cuda(const at::Tensor& self, c10::string_view variant,
+                    std::optional<at::ScalarType> dtype) {
+  const SumTypes types = check_sum_args(self, dtype);
+  const int index = lookup_variant(c10::DeviceType::CUDA, variant);
+  const VariantDoc& doc = cuda_variants().docs[index];
+  if (doc.float_atomics && !is_integral(types.acc)) {
+    at::globalContext().alertNotDeterministic(
+        "treduce.sum with variant '" + std::string(doc.name) +
+        "' on floating-point data (it adds with atomics, in varying order)");
+  }
+
+  const c10::cuda::CUDAGuard guard(self.device());
+  const at::Tensor x = dense_input(self);
+  at::Tensor out = at::empty({}, self.options().dtype(to_scalar_type(types.out)));
+  const int sm_count = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
+  const auto v = static_cast<Variant>(index);
+  const size_t bytes = sum_workspace_bytes(v, x.numel(), types.acc, sm_count);
+  at::Tensor workspace;
+  if (bytes > 0)
+    workspace = at::empty({static_cast<int64_t>(bytes)}, self.options().dtype(at::kByte));
+
+  const SumArgs args{x.const_data_ptr(),
+                     x.numel(),
+                     types,
+                     out.mutable_data_ptr(),
+                     bytes > 0 ? workspace.mutable_data_ptr() : nullptr,
+                     at::cuda::getCurrentCUDAStream(),
+                     sm_count};
+  C10_CUDA_CHECK(launch_sum(v, args));
+  return out;
+}
+
+}  // namespace
+}  // namespace treduce::cuda
+
+TORCH_LIBRARY_IMPL(treduce, CUDA, m) { m.impl("sum", &treduce::cuda::sum_cuda); }

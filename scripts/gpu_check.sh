@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# The whole check on a GPU machine, in one go: build, the test suite (CUDA and slow cases included),
+# compute-sanitizer's four tools over every CUDA variant, and the benchmark. Logs and results go to
+# $LOGS (default ./gpu_check_out); a summary is printed last and kept in summary.txt. Needs no
+# network: torch, pytest, ninja and cmake must already be installed.
+#
+#   bash scripts/gpu_check.sh            # everything
+#   STAGES="build test" bash scripts/gpu_check.sh
+#   BENCH_ARGS="--quick" bash scripts/gpu_check.sh
+set -uo pipefail
+cd "$(dirname "$0")/.."
+LOGS=${LOGS:-$PWD/gpu_check_out}
+STAGES=${STAGES:-"build test sanitize bench"}
+BENCH_ARGS=${BENCH_ARGS:-}
+mkdir -p "$LOGS"
+export PYTHONUNBUFFERED=1
+summary=()
+note() { summary+=("$1"); echo "== $1"; }
+
+{
+  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+  python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda)'
+  nvcc --version | tail -1
+} > "$LOGS/device.txt" 2>&1
+note "device: $(tr '\n' ';' < "$LOGS/device.txt")"
+
+has() { [[ " $STAGES " == *" $1 "* ]]; }
+
+if has build; then
+  start=$SECONDS
+  if MAX_JOBS=${MAX_JOBS:-$(nproc)} python3 -m pip install --no-build-isolation --no-deps -e . > "$LOGS/build.log" 2>&1; then
+    note "build: ok ($((SECONDS - start)) s)"
+  else
+    note "build: FAILED (see build.log)"; tail -30 "$LOGS/build.log"
+  fi
+fi
+
+if has test; then
+  start=$SECONDS
+  python3 -m pytest tests -q -rfEs -p no:cacheprovider > "$LOGS/pytest.log" 2>&1
+  note "tests: $(grep -E '^(=+ )?[0-9]+ (passed|failed)|no tests ran' "$LOGS/pytest.log" | tail -1 | tr -d '=') ($((SECONDS - start)) s)"
+  grep -E '^(FAILED|ERROR)' "$LOGS/pytest.log" | head -20
+fi
+
+if has sanitize; then
+  # Only our kernels are instrumented (torch's own would add noise and time); without the
+  # caching allocator every tensor is its own allocation, so memcheck sees its true bounds.
+  if compute-sanitizer --help 2>&1 | grep -q -- '--kernel-regex'; then
+    filter=(--kernel-regex kns=treduce)
+  else
+    filter=(--kernel-name kns=treduce)
+  fi
+  for tool in memcheck racecheck synccheck initcheck; do
+    start=$SECONDS
+    PYTORCH_NO_CUDA_MEMORY_CACHING=1 compute-sanitizer --tool "$tool" "${filter[@]}" --error-exitcode 99 \
+      python3 scripts/sanitize_cases.py > "$LOGS/sanitize_$tool.log" 2>&1
+    rc=$?
+    errors=$(grep -Eo 'ERROR SUMMARY: [0-9]+ error|RACECHECK SUMMARY: [0-9]+ hazard[s]? displayed' "$LOGS/sanitize_$tool.log" | tail -1)
+    cases=$(grep -Eo 'sanitize_cases: .*' "$LOGS/sanitize_$tool.log" | tail -1)
+    note "sanitize $tool: exit $rc; ${errors:-no summary line}; ${cases:-no result line} ($((SECONDS - start)) s)"
+  done
+fi
+
+if has bench; then
+  start=$SECONDS
+  # shellcheck disable=SC2086
+  if python3 benchmarks/bench.py --out "$LOGS/bench" $BENCH_ARGS > "$LOGS/bench.log" 2>&1; then
+    note "bench: ok ($((SECONDS - start)) s), table in bench.log, data in bench/"
+  else
+    note "bench: FAILED"; tail -20 "$LOGS/bench.log"
+  fi
+fi
+
+echo
+echo "==== summary ($LOGS)"
+printf '%s\n' "${summary[@]}" | tee "$LOGS/summary.txt"

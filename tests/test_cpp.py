@@ -1,0 +1,30 @@
+"""The CMake build for LibTorch users: configure, build, and run its CTest program (CPU, and CUDA
+where a GPU is present) in a scratch folder."""
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import torch
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def run(cmd, **kwargs):
+    result = subprocess.run(cmd, capture_output=True, text=True, **kwargs)
+    assert result.returncode == 0, f"{' '.join(map(str, cmd))}\n{result.stdout[-4000:]}\n{result.stderr[-4000:]}"
+    return result.stdout
+
+
+@pytest.mark.skipif(shutil.which("cmake") is None, reason="cmake is not installed")
+def test_cmake_build_and_ctest(tmp_path):
+    build = tmp_path / "build"
+    generator = ["-G", "Ninja"] if shutil.which("ninja") else []
+    run(["cmake", "-S", ROOT, "-B", build, *generator, f"-DCMAKE_PREFIX_PATH={torch.utils.cmake_prefix_path}"])
+    run(["cmake", "--build", build, "-j", str(os.cpu_count() or 2)])
+    log = run(["ctest", "--test-dir", build, "--verbose"])
+    assert "100% tests passed" in log and " 0 failed" in log
+    if torch.cuda.is_available():
+        assert "CUDA cases not run" not in log
