@@ -7,6 +7,7 @@
 #   bash scripts/gpu_check.sh            # everything
 #   STAGES="build test" bash scripts/gpu_check.sh
 #   BENCH_ARGS="--quick" bash scripts/gpu_check.sh
+# Each stage has a time limit in seconds (TEST_TIMEOUT, SANITIZE_TIMEOUT per tool, BENCH_TIMEOUT).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 LOGS=${LOGS:-$PWD/gpu_check_out}
@@ -37,7 +38,7 @@ fi
 
 if has test; then
   start=$SECONDS
-  python3 -m pytest tests -q -rfEs -p no:cacheprovider > "$LOGS/pytest.log" 2>&1
+  timeout "${TEST_TIMEOUT:-1200}" python3 -m pytest tests -q -rfEs -p no:cacheprovider > "$LOGS/pytest.log" 2>&1
   note "tests: $(grep -E '^(=+ )?[0-9]+ (passed|failed)|no tests ran' "$LOGS/pytest.log" | tail -1 | tr -d '=') ($((SECONDS - start)) s)"
   grep -E '^(FAILED|ERROR)' "$LOGS/pytest.log" | head -20
 fi
@@ -52,7 +53,7 @@ if has sanitize; then
   fi
   for tool in memcheck racecheck synccheck initcheck; do
     start=$SECONDS
-    PYTORCH_NO_CUDA_MEMORY_CACHING=1 compute-sanitizer --tool "$tool" "${filter[@]}" --error-exitcode 99 \
+    PYTORCH_NO_CUDA_MEMORY_CACHING=1 timeout "${SANITIZE_TIMEOUT:-600}" compute-sanitizer --tool "$tool" "${filter[@]}" --error-exitcode 99 \
       python3 scripts/sanitize_cases.py > "$LOGS/sanitize_$tool.log" 2>&1
     rc=$?
     errors=$(grep -Eo 'ERROR SUMMARY: [0-9]+ error|RACECHECK SUMMARY: [0-9]+ hazard[s]? displayed' "$LOGS/sanitize_$tool.log" | tail -1)
@@ -64,7 +65,7 @@ fi
 if has bench; then
   start=$SECONDS
   # shellcheck disable=SC2086
-  if python3 benchmarks/bench.py --out "$LOGS/bench" $BENCH_ARGS > "$LOGS/bench.log" 2>&1; then
+  if timeout "${BENCH_TIMEOUT:-1200}" python3 benchmarks/bench.py --out "$LOGS/bench" $BENCH_ARGS > "$LOGS/bench.log" 2>&1; then
     note "bench: ok ($((SECONDS - start)) s), table in bench.log, data in bench/"
   else
     note "bench: FAILED"; tail -20 "$LOGS/bench.log"
