@@ -30,8 +30,9 @@ import torch_reduce
 
 INTEGRAL = {torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64}
 DTYPE_NAMES = {str(d).removeprefix("torch."): d for d in torch_reduce.SUPPORTED_DTYPES}
-# The one-atomic-per-element variant serialises on one address: past this it takes seconds.
-ATOMIC_MAX_N = 1 << 24
+# Variants that take seconds past these sizes: one atomic per element on one address, and one
+# block doing all the work.
+MAX_N = {"atomic": 1 << 24, "single_block": 1 << 24}
 
 
 @dataclass
@@ -179,7 +180,7 @@ def run(device: str, sizes: list[int], dtypes: list[torch.dtype], variants: list
             want, tol = reference(x)
             candidates = {"torch.sum": lambda: torch.sum(x)}
             for v in variants:
-                if v == "atomic" and n > ATOMIC_MAX_N:
+                if n > MAX_N.get(v, n):
                     continue
                 candidates[v] = lambda v=v: torch.ops.treduce.sum(x, v)
             for name, fn in candidates.items():
