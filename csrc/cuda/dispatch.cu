@@ -53,8 +53,9 @@ constexpr VariantDoc kDocs[] = {
     {"single_block", "single_block_kernel (kernels/grid_stride.cuh)",
      "one block; thread t sums every 256th element, thread 0 adds the 256 sums", "002 step 1",
      "the seed's host-side finish moved onto the device", false},
-    {"auto", "run_sum (kernels/run_sum.cuh): currently complete_unroll",
-     "the fastest deterministic variant above", "-", "-", false},
+    {"auto", "auto_variant (kernels/run_sum.cuh)",
+     "the fastest deterministic rung for the size: complete_unroll below 2^22 elements, two_pass above",
+     "-", "-", false},
 };
 static_assert(sizeof(kDocs) / sizeof(kDocs[0]) == int(Variant::Auto) + 1,
               "one row per Variant");
@@ -64,7 +65,7 @@ size_t acc_size(DType acc) { return acc == DType::Float ? 4 : 8; }
 }  // namespace
 
 size_t sum_workspace_bytes(Variant v, int64_t n, DType acc, int sm_count) {
-  if (v == Variant::Auto) v = kAutoVariant;
+  if (v == Variant::Auto) v = auto_variant(n);
   switch (v) {
     case Variant::Atomic:
     case Variant::TwoPass:
