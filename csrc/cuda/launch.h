@@ -27,6 +27,7 @@ enum class Variant : int {
   BlockAtomic,
   WarpShuffle,
   SingleBlock,
+  Cub,
   Auto,
 };
 
@@ -38,13 +39,13 @@ struct SumArgs {
   void* workspace;     // sum_workspace_bytes() bytes, 256-byte aligned
   cudaStream_t stream;
   int sm_count;        // multiprocessors of the device, for grid sizing
+  int cc_major;        // compute capability: 9 and up launch with programmatic dependence
 };
 
-// Scratch a call needs (block partials, an atomic accumulator); 0 if none.
-size_t sum_workspace_bytes(Variant v, int64_t n, DType acc, int sm_count);
-
-// Enqueues the whole reduction on a.stream; returns the first launch error.
-// Never synchronises.
-cudaError_t launch_sum(Variant v, const SumArgs& a);
+// With workspace_bytes null: enqueues the whole reduction on a.stream and returns the first
+// launch error; never synchronises. Otherwise: stores the scratch the call needs (block
+// partials, an accumulator, CUB's temporary storage; 0 if none) and launches nothing, and
+// a.workspace and a.out are not read.
+cudaError_t launch_sum(Variant v, const SumArgs& a, size_t* workspace_bytes = nullptr);
 
 }  // namespace treduce::cuda

@@ -29,20 +29,18 @@ at::Tensor sum_cuda(const at::Tensor& self, c10::string_view variant,
   const c10::cuda::CUDAGuard guard(self.device());
   const at::Tensor x = dense_input(self);
   at::Tensor out = at::empty({}, self.options().dtype(to_scalar_type(types.out)));
-  const int sm_count = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
+  const cudaDeviceProp* props = at::cuda::getCurrentDeviceProperties();
   const auto v = static_cast<Variant>(index);
-  const size_t bytes = sum_workspace_bytes(v, x.numel(), types.acc, sm_count);
+  SumArgs args{x.const_data_ptr(),  x.numel(),      types,          out.mutable_data_ptr(),
+               nullptr,             at::cuda::getCurrentCUDAStream(), props->multiProcessorCount,
+               props->major};
+  size_t bytes = 0;
+  C10_CUDA_CHECK(launch_sum(v, args, &bytes));
   at::Tensor workspace;
-  if (bytes > 0)
+  if (bytes > 0) {
     workspace = at::empty({static_cast<int64_t>(bytes)}, self.options().dtype(at::kByte));
-
-  const SumArgs args{x.const_data_ptr(),
-                     x.numel(),
-                     types,
-                     out.mutable_data_ptr(),
-                     bytes > 0 ? workspace.mutable_data_ptr() : nullptr,
-                     at::cuda::getCurrentCUDAStream(),
-                     sm_count};
+    args.workspace = workspace.mutable_data_ptr();
+  }
   C10_CUDA_CHECK(launch_sum(v, args));
   return out;
 }

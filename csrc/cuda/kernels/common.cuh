@@ -64,21 +64,21 @@ __device__ __forceinline__ void atomic_add(int64_t* p, int64_t v) {
 template <class A>
 struct Sum {
   using acc_t = A;
-  __device__ __forceinline__ static A identity() { return A(0); }
+  __host__ __device__ __forceinline__ static A identity() { return A(0); }
   __device__ __forceinline__ static A combine(A a, A b) { return a + b; }
   __device__ __forceinline__ static void atomic_combine(A* p, A v) { atomic_add(p, v); }
 };
 
 // What a kernel reduces: In elements, each converted through Mid into the
 // operator's accumulator (see SumTypes in dtype.h).
-template <class In_, class Mid, class Op_>
+template <class In_, class Mid_, class Op_>
 struct Reduction {
   using In = In_;
+  using Mid = Mid_;
   using Op = Op_;
   using Acc = typename Op_::acc_t;
-  __device__ __forceinline__ static Acc load(const In* x, int64_t i) {
-    return Load<In, Mid, Acc>::apply(x[i]);
-  }
+  __device__ __forceinline__ static Acc convert(In v) { return Load<In, Mid, Acc>::apply(v); }
+  __device__ __forceinline__ static Acc load(const In* x, int64_t i) { return convert(x[i]); }
 };
 
 // Reduction over a buffer of block partials (already in Acc).
@@ -113,12 +113,36 @@ __device__ void store(Sink s, int64_t i, A v) {
   }
 }
 
+// Writes one accumulator value (from scratch) into its Sink: the last step of the variants
+// that accumulate in memory.
+template <class A>
+__global__ void store_value_kernel(const A* value, Sink out) {
+  store(out, 0, *value);
+}
+
 // Reduces a warp's 32 values into lane 0 through register shuffles.
 template <class Op, class A>
 __device__ __forceinline__ A warp_reduce(A v) {
 #pragma unroll
   for (int offset = 16; offset > 0; offset >>= 1)
     v = Op::combine(v, __shfl_down_sync(0xffffffffu, v, offset));
+  return v;
+}
+
+// Reduces a block's values into thread 0: shuffles inside each warp, then warp 0 combines the
+// warps' results from shared memory.
+template <class Op, int BLOCK, class A>
+__device__ __forceinline__ A block_reduce(A v) {
+  static_assert(BLOCK % 32 == 0 && BLOCK <= 1024, "whole warps, at most 32 of them");
+  __shared__ A warp_results[BLOCK / 32];
+  const unsigned lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  v = warp_reduce<Op>(v);
+  if (lane == 0) warp_results[warp] = v;
+  __syncthreads();
+  if (warp == 0) {
+    v = lane < BLOCK / 32 ? warp_results[lane] : Op::identity();
+    v = warp_reduce<Op>(v);
+  }
   return v;
 }
 

@@ -29,11 +29,6 @@ __global__ void init_accumulator_kernel(typename R::Acc* acc) {
   *acc = R::Op::identity();
 }
 
-template <class R>
-__global__ void store_accumulator_kernel(const typename R::Acc* acc, Sink out) {
-  store(out, 0, *acc);
-}
-
 // atomic (seed 001 atomic_red). One thread per element, each adding its
 // element straight into the single accumulator. Costs: n atomics on one
 // address, which the memory system serialises; and for floats the order,
@@ -132,24 +127,17 @@ single_block_kernel(const typename R::In* x, int64_t n, Sink out) {
   }
 }
 
-inline size_t grid_stride_workspace_bytes(Variant v, int64_t n, size_t acc_size,
-                                          int sm_count) {
-  switch (v) {
-    case Variant::TwoPass: {
-      const int64_t grid = grid_stride_blocks(n, sm_count);
-      return grid > 1 ? size_t(grid) * acc_size : 0;
-    }
-    case Variant::Atomic:
-    case Variant::BlockAtomic:
-    case Variant::WarpShuffle: return acc_size;
-    default: return 0;
-  }
-}
-
 template <class R>
-cudaError_t run_grid_stride(Variant v, const SumArgs& a) {
+cudaError_t run_grid_stride(Variant v, const SumArgs& a, size_t* workspace_bytes) {
   using In = typename R::In;
   using Acc = typename R::Acc;
+  if (workspace_bytes) {  // two_pass: the block partials; atomics: the accumulator
+    const int64_t grid = grid_stride_blocks(a.n, a.sm_count);
+    if (v == Variant::SingleBlock) *workspace_bytes = 0;
+    else if (v == Variant::TwoPass) *workspace_bytes = grid > 1 ? size_t(grid) * sizeof(Acc) : 0;
+    else *workspace_bytes = sizeof(Acc);
+    return cudaSuccess;
+  }
   const auto* x = static_cast<const In*>(a.in);
   const Sink result{a.out, a.types.out};
   auto* acc = static_cast<Acc*>(a.workspace);
@@ -186,7 +174,7 @@ cudaError_t run_grid_stride(Variant v, const SumArgs& a) {
       warp_shuffle_kernel<R><<<unsigned(grid), kGridBlock, 0, st>>>(x, a.n, acc);
   }
   if (cudaError_t e = last_launch_error(); e != cudaSuccess) return e;
-  store_accumulator_kernel<R><<<1, 1, 0, st>>>(acc, result);
+  store_value_kernel<Acc><<<1, 1, 0, st>>>(acc, result);
   return last_launch_error();
 }
 

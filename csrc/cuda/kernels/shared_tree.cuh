@@ -183,13 +183,6 @@ constexpr int64_t tree_tile(Variant v) {
   return int64_t(kTreeBlock) * tree_items_per_thread(v);
 }
 
-// Block partials of the first level, then of the second (ping-pong buffers).
-inline size_t tree_workspace_bytes(Variant v, int64_t n, size_t acc_size) {
-  const int64_t grid = ceil_div(n, tree_tile(v));
-  if (grid <= 1) return 0;
-  return size_t(grid + ceil_div(grid, tree_tile(v))) * acc_size;
-}
-
 template <class R>
 void launch_tree_level(Variant v, int64_t grid, const typename R::In* x,
                        int64_t n, Sink out, cudaStream_t stream) {
@@ -219,12 +212,16 @@ void launch_tree_level(Variant v, int64_t grid, const typename R::In* x,
 // Level 0 reduces the input to one partial per tile; each further level
 // reduces the partials the same way, until a single block writes the result.
 template <class R>
-cudaError_t run_shared_tree(Variant v, const SumArgs& a) {
+cudaError_t run_shared_tree(Variant v, const SumArgs& a, size_t* workspace_bytes) {
   using Acc = typename R::Acc;
   using P = PartialsOf<R>;
   const int64_t tile = tree_tile(v);
   const int64_t grid = std::max<int64_t>(1, ceil_div(a.n, tile));
   if (grid > kMaxGridX) return cudaErrorInvalidConfiguration;
+  if (workspace_bytes) {  // partials of the first level, then of the second (ping-pong)
+    *workspace_bytes = grid > 1 ? size_t(grid + ceil_div(grid, tile)) * sizeof(Acc) : 0;
+    return cudaSuccess;
+  }
   const Sink result{a.out, a.types.out};
   Acc* buf[2] = {static_cast<Acc*>(a.workspace),
                  static_cast<Acc*>(a.workspace) + grid};

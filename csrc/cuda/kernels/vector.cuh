@@ -1,0 +1,213 @@
+// auto: the full reduction torch_reduce ships as its default. It keeps what the ladder
+// taught (many loads in flight per thread, a fixed grid of resident blocks, register
+// accumulation, shuffles) and adds what reaches the memory limit on Hopper:
+//  - 16-byte loads for every dtype. A storage offset only peels a head of fewer than 16
+//    bytes (and the tail) into scalar loads; the body stays vectorised.
+//  - kVecUnroll independent 16-byte loads issued before any of them is used.
+//  - Accumulation in registers in the narrowest exact type: 1-byte inputs are counted four
+//    at a time by __dp4a and int16 two at a time by __dp2a into 32-bit counters, widened
+//    into the 64-bit sum before they could overflow; nothing is widened in memory.
+//  - One block for small inputs (one launch). Otherwise two blocks of 512 threads per
+//    multiprocessor each write a partial, and a second kernel, launched with programmatic
+//    dependence so its launch overlaps the first, adds the partials in block order.
+// The data each thread and block reads is fixed by n, the alignment and the device, so
+// the result is the same bits on every call and every graph replay.
+// Still costs: two launches above the single-block size; partial vectors of the last
+// iteration leave some threads idle on sizes just past a multiple of the grid.
+#pragma once
+
+#include <algorithm>
+#include <cstring>
+
+#include "common.cuh"
+
+namespace treduce::cuda {
+
+inline constexpr int kVecBlock = 512;
+inline constexpr int kVecUnroll = 4;
+inline constexpr int kVecBlocksPerSm = 2;
+// Up to this many 16-byte vectors (32 KiB; kVecUnroll per thread) one block does it all.
+inline constexpr int64_t kSingleBlockVectors = int64_t(kVecBlock) * kVecUnroll;
+inline constexpr int kCombineBlock = 256;
+
+// How a thread adds one 16-byte vector of In into a counter. In general: convert each
+// element to the accumulator and add. kFlushEvery: loop iterations after which the counters
+// are added into the accumulator and reset (0: they are the accumulator).
+template <class In, class Mid, class Acc>
+struct VecAdd {
+  using Counter = Acc;
+  static constexpr int kFlushEvery = 0;
+  __device__ __forceinline__ static void add(Counter& c, const uint4& v) {
+    In e[16 / sizeof(In)];
+    memcpy(e, &v, 16);
+#pragma unroll
+    for (int j = 0; j < int(16 / sizeof(In)); ++j) c += Load<In, Mid, Acc>::apply(e[j]);
+  }
+};
+
+// bool and uint8: __dp4a multiplies four bytes by four ones and adds, so a 16-byte vector is
+// four instructions. A counter takes one vector (at most 16 * 255) per iteration.
+struct UnsignedBytesAdd {
+  using Counter = uint32_t;
+  static constexpr int kFlushEvery = 64;
+  __device__ __forceinline__ static void add(uint32_t& c, const uint4& v) {
+    c = __dp4a(v.x, 0x01010101u, c);
+    c = __dp4a(v.y, 0x01010101u, c);
+    c = __dp4a(v.z, 0x01010101u, c);
+    c = __dp4a(v.w, 0x01010101u, c);
+  }
+};
+static_assert((UnsignedBytesAdd::kFlushEvery + 1) * 16 * 255ull < (1ull << 32), "uint32 counter");
+
+struct SignedBytesAdd {
+  using Counter = int32_t;
+  static constexpr int kFlushEvery = 64;
+  __device__ __forceinline__ static void add(int32_t& c, const uint4& v) {
+    c = __dp4a(int(v.x), 0x01010101, c);
+    c = __dp4a(int(v.y), 0x01010101, c);
+    c = __dp4a(int(v.z), 0x01010101, c);
+    c = __dp4a(int(v.w), 0x01010101, c);
+  }
+};
+static_assert((SignedBytesAdd::kFlushEvery + 1) * 16 * 128ll < (1ll << 31), "int32 counter");
+
+// int16: __dp2a_lo multiplies the two 16-bit halves of a word by the low two bytes of its
+// second operand (both 1) and adds.
+struct ShortsAdd {
+  using Counter = int32_t;
+  static constexpr int kFlushEvery = 64;
+  __device__ __forceinline__ static void add(int32_t& c, const uint4& v) {
+    c = __dp2a_lo(int(v.x), 0x0101, c);
+    c = __dp2a_lo(int(v.y), 0x0101, c);
+    c = __dp2a_lo(int(v.z), 0x0101, c);
+    c = __dp2a_lo(int(v.w), 0x0101, c);
+  }
+};
+static_assert((ShortsAdd::kFlushEvery + 1) * 8 * 32768ll < (1ll << 31), "int32 counter");
+
+template <> struct VecAdd<bool, bool, int64_t> : UnsignedBytesAdd {};
+template <> struct VecAdd<uint8_t, uint8_t, int64_t> : UnsignedBytesAdd {};
+template <> struct VecAdd<int8_t, int8_t, int64_t> : SignedBytesAdd {};
+template <> struct VecAdd<int16_t, int16_t, int64_t> : ShortsAdd {};
+
+// Where the 16-byte vectors are: `head` elements up to the first 16-byte boundary, then
+// `vectors` whole vectors, then `tail` elements (head and tail under 16 bytes each).
+struct VecSplit {
+  int64_t head, vectors, tail;
+};
+
+template <class In>
+VecSplit split_at_vectors(const void* p, int64_t n) {
+  constexpr int64_t per_vector = 16 / sizeof(In);
+  const auto misalign = int64_t(reinterpret_cast<uintptr_t>(p) % 16);
+  const int64_t head = misalign ? std::min<int64_t>(n, (16 - misalign) / int64_t(sizeof(In))) : 0;
+  const int64_t vectors = (n - head) / per_vector;
+  return {head, vectors, n - head - vectors * per_vector};
+}
+
+// Thread t's sum over its elements: the head and tail one element each for the first threads,
+// then every nthreads-th vector, kVecUnroll loads at a time.
+template <class R>
+__device__ __forceinline__ typename R::Acc thread_sum(const typename R::In* x, VecSplit s,
+                                                       int64_t t, int64_t nthreads) {
+  using In = typename R::In;
+  using Acc = typename R::Acc;
+  using Add = VecAdd<In, typename R::Mid, Acc>;
+  constexpr int64_t per_vector = 16 / sizeof(In);
+  Acc acc = R::Op::identity();
+  if (t < s.head) acc += R::load(x, t);
+  if (t < s.tail) acc += R::load(x, s.head + s.vectors * per_vector + t);
+
+  const uint4* v = reinterpret_cast<const uint4*>(x + s.head);
+  typename Add::Counter c[kVecUnroll] = {};
+  int64_t i = t;
+  int since_flush = 0;
+  for (; i + (kVecUnroll - 1) * nthreads < s.vectors; i += kVecUnroll * nthreads) {
+    uint4 r[kVecUnroll];
+#pragma unroll
+    for (int u = 0; u < kVecUnroll; ++u) r[u] = __ldg(v + i + u * nthreads);
+#pragma unroll
+    for (int u = 0; u < kVecUnroll; ++u) Add::add(c[u], r[u]);
+    if constexpr (Add::kFlushEvery > 0) {
+      if (++since_flush == Add::kFlushEvery) {
+#pragma unroll
+        for (int u = 0; u < kVecUnroll; ++u) {
+          acc += Acc(c[u]);
+          c[u] = 0;
+        }
+        since_flush = 0;
+      }
+    }
+  }
+#pragma unroll
+  for (int u = 0; u < kVecUnroll; ++u)
+    if (i + u * nthreads < s.vectors) Add::add(c[u], __ldg(v + i + u * nthreads));
+#pragma unroll
+  for (int u = 0; u < kVecUnroll; ++u) acc += Acc(c[u]);
+  return acc;
+}
+
+template <class R>
+__global__ void __launch_bounds__(kVecBlock)
+vector_sum_kernel(const typename R::In* x, VecSplit s, Sink out) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  // Lets the combine kernel launch now; it still waits for this whole grid to finish.
+  cudaTriggerProgrammaticLaunchCompletion();
+#endif
+  const int64_t t = int64_t(blockIdx.x) * kVecBlock + threadIdx.x;
+  auto v = thread_sum<R>(x, s, t, int64_t(gridDim.x) * kVecBlock);
+  v = block_reduce<typename R::Op, kVecBlock>(v);
+  if (threadIdx.x == 0) store(out, blockIdx.x, v);
+}
+
+// Adds the block partials in block order (each thread a fixed stride of them, then a fixed
+// tree), so the result does not depend on which block finished first.
+template <class Op>
+__global__ void __launch_bounds__(kCombineBlock)
+combine_partials_kernel(const typename Op::acc_t* partials, int n, Sink out) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  cudaGridDependencySynchronize();  // the first kernel has finished and its writes are visible
+#endif
+  auto v = Op::identity();
+  for (int i = threadIdx.x; i < n; i += kCombineBlock) v = Op::combine(v, partials[i]);
+  v = block_reduce<Op, kCombineBlock>(v);
+  if (threadIdx.x == 0) store(out, 0, v);
+}
+
+template <class R>
+cudaError_t run_vector(const SumArgs& a, size_t* workspace_bytes) {
+  using In = typename R::In;
+  using Acc = typename R::Acc;
+  const VecSplit s = split_at_vectors<In>(a.in, a.n);
+  const int64_t blocks =
+      s.vectors <= kSingleBlockVectors
+          ? 1
+          : std::min<int64_t>(ceil_div(s.vectors, kVecBlock), int64_t(a.sm_count) * kVecBlocksPerSm);
+  if (workspace_bytes) {
+    *workspace_bytes = blocks > 1 ? size_t(blocks) * sizeof(Acc) : 0;
+    return cudaSuccess;
+  }
+  const auto* x = static_cast<const In*>(a.in);
+  const Sink result{a.out, a.types.out};
+  if (blocks == 1) {
+    vector_sum_kernel<R><<<1, kVecBlock, 0, a.stream>>>(x, s, result);
+    return last_launch_error();
+  }
+  auto* partials = static_cast<Acc*>(a.workspace);
+  vector_sum_kernel<R><<<unsigned(blocks), kVecBlock, 0, a.stream>>>(x, s, Sink{partials, dtype_of<Acc>()});
+  if (cudaError_t e = last_launch_error(); e != cudaSuccess) return e;
+
+  cudaLaunchAttribute overlap[1];
+  overlap[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  overlap[0].val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t config = {};
+  config.gridDim = dim3(1);
+  config.blockDim = dim3(kCombineBlock);
+  config.stream = a.stream;
+  config.attrs = overlap;
+  config.numAttrs = a.cc_major >= 9 ? 1 : 0;  // programmatic dependence needs sm_90
+  return cudaLaunchKernelEx(&config, combine_partials_kernel<typename R::Op>,
+                            static_cast<const Acc*>(partials), int(blocks), result);
+}
+
+}  // namespace treduce::cuda

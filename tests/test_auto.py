@@ -1,0 +1,95 @@
+"""What `auto` (and the `cub` reference) promise beyond the shared suite in test_sum.py:
+vector loads at any alignment, bitwise-reproducible results, float32 accuracy no worse than
+torch.sum's, and exact 1-byte sums past 2^32."""
+
+import pytest
+import torch
+
+from util import DTYPES, HAS_CUDA, checked_sum, cuda_only, device_params, exact_input, exact_reference, fresh_generator, same_value
+
+FAST = [p for p in device_params() if p.values[1] in ("auto", "cub")]
+
+
+@pytest.mark.parametrize("n", [1, 17, 100_003])
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("device,variant", device_params())
+def test_storage_offsets(device, variant, dtype, n):
+    """Every start 1 to 15 bytes past a 16-byte boundary (in whole elements): the misaligned
+    head is peeled, and nothing is read twice or skipped."""
+    gen, seed = fresh_generator(device)
+    size = torch.empty((), dtype=dtype).element_size()
+    base = exact_input(n + 16, dtype, device, gen)
+    assert base.data_ptr() % 16 == 0
+    for offset in range(1, 16 // size):
+        x = base[offset : offset + n]
+        got = checked_sum(x, variant)
+        want = exact_reference(x, got.dtype)
+        assert same_value(got, want), f"seed {seed}, offset {offset * size} bytes: got {got.item()}, want {want.item()}"
+
+
+@pytest.mark.parametrize("n", [1000, 300_007, 5_000_017])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.float64], ids=str)
+@pytest.mark.parametrize("device,variant", FAST)
+def test_bitwise_reproducible(device, variant, dtype, n):
+    gen, _ = fresh_generator(device)
+    x = torch.randn(n, generator=gen, device=device).to(dtype)
+    first = torch.ops.treduce.sum(x, variant)
+    for _ in range(100):
+        assert torch.equal(torch.ops.treduce.sum(x, variant), first)
+
+
+@cuda_only
+@pytest.mark.parametrize("n", [1000, 300_007, 5_000_017])
+@pytest.mark.parametrize("variant", ["auto", "cub"])
+def test_graph_replays_bitwise_identical(variant, n):
+    gen, _ = fresh_generator("cuda")
+    x = torch.randn(n, generator=gen, device="cuda")
+    eager = torch.ops.treduce.sum(x, variant)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = torch.ops.treduce.sum(x, variant)
+    for _ in range(100):
+        graph.replay()
+        assert torch.equal(out, eager)
+
+
+@cuda_only
+@pytest.mark.parametrize("n", [2**20, 2**26])
+def test_float32_error_at_most_twice_torch(n):
+    """On N(0,1) data, auto's float32 error against the float64 sum is no worse than twice
+    torch.sum's on the same data (median over several draws, so one lucky draw of torch's
+    rounding does not decide it)."""
+    ours, theirs = [], []
+    for _ in range(7):
+        gen, _ = fresh_generator("cuda")
+        x = torch.randn(n, generator=gen, device="cuda")
+        exact = x.double().sum().item()
+        ours.append(abs(torch.ops.treduce.sum(x, "auto").item() - exact))
+        theirs.append(abs(x.sum().item() - exact))
+    ours.sort()
+    theirs.sort()
+    assert ours[3] <= 2 * theirs[3], f"auto median error {ours[3]:.3g}, torch.sum {theirs[3]:.3g}"
+
+
+@pytest.mark.parametrize(
+    "dtype,value,n",
+    [(torch.uint8, 255, 2**25 + 3), (torch.int8, -128, 2**25 + 5), (torch.int16, -32768, 2**17 + 1)],
+    ids=str,
+)
+@pytest.mark.parametrize("device,variant", FAST)
+def test_narrow_sums_past_32_bits(device, variant, dtype, value, n):
+    """Sums of 1- and 2-byte inputs whose total does not fit 32 bits come out exact."""
+    x = torch.full((n,), value, dtype=dtype, device=device)
+    got = torch.ops.treduce.sum(x, variant)
+    assert abs(value * n) >= 2**31 and got.item() == value * n
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA device with 5 GB free")
+def test_bool_count_past_2_32():
+    """More true values than a 32-bit counter holds (4 GiB of bool)."""
+    n = 2**32 + 7
+    x = torch.ones(n, dtype=torch.bool, device="cuda")
+    x[::1000] = False
+    got = torch.ops.treduce.sum(x, "auto")
+    assert got.item() == n - len(range(0, n, 1000))
