@@ -7,8 +7,8 @@
 //  - Accumulation in registers in the narrowest exact type: 1-byte inputs are counted four
 //    at a time by __dp4a and int16 two at a time by __dp2a into 32-bit counters, widened
 //    into the 64-bit sum before they could overflow; nothing is widened in memory.
-//  - One block for small inputs (one launch). Otherwise two blocks of 512 threads per
-//    multiprocessor each write a partial, and a second kernel, launched with programmatic
+//  - One block for small inputs (one launch). Otherwise four blocks of 512 threads per
+//    multiprocessor (all the threads it holds) each write a partial, and a second kernel, launched with programmatic
 //    dependence so its launch overlaps the first, adds the partials in block order.
 // The data each thread and block reads is fixed by n, the alignment and the device, so
 // the result is the same bits on every call and every graph replay.
@@ -25,9 +25,10 @@ namespace treduce::cuda {
 
 inline constexpr int kVecBlock = 512;
 inline constexpr int kVecUnroll = 4;
-inline constexpr int kVecBlocksPerSm = 2;
-// Up to this many 16-byte vectors (32 KiB; kVecUnroll per thread) one block does it all.
-inline constexpr int64_t kSingleBlockVectors = int64_t(kVecBlock) * kVecUnroll;
+inline constexpr int kVecBlocksPerSm = 4;
+inline constexpr int64_t kVecTile = int64_t(kVecBlock) * kVecUnroll;
+// Up to this many 16-byte vectors one block does it all, saving the second launch.
+inline constexpr int64_t kSingleBlockVectors = 8192;  // 128 KiB
 inline constexpr int kCombineBlock = 256;
 
 // How a thread adds one 16-byte vector of In into a counter. In general: convert each
@@ -105,27 +106,32 @@ VecSplit split_at_vectors(const void* p, int64_t n) {
   return {head, vectors, n - head - vectors * per_vector};
 }
 
-// Thread t's sum over its elements: the head and tail one element each for the first threads,
-// then every nthreads-th vector, kVecUnroll loads at a time.
+// The vectors come in tiles of kVecTile (32 KiB). Block b reads tiles b, b + gridDim,
+// b + 2 gridDim, ...; inside a tile thread t reads vectors t, t + 512, t + 1024 and t + 1536,
+// so each load instruction of the block covers 8 KiB in one piece and each block streams
+// through memory in order. The head and tail go one element to a thread.
+
 template <class R>
-__device__ __forceinline__ typename R::Acc thread_sum(const typename R::In* x, VecSplit s,
-                                                       int64_t t, int64_t nthreads) {
+__device__ __forceinline__ typename R::Acc thread_sum(const typename R::In* x, VecSplit s) {
   using In = typename R::In;
   using Acc = typename R::Acc;
   using Add = VecAdd<In, typename R::Mid, Acc>;
   constexpr int64_t per_vector = 16 / sizeof(In);
+  // Head and tail loads are issued first and used last, so their latency hides behind the tiles.
+  const int64_t t = int64_t(blockIdx.x) * kVecBlock + threadIdx.x;
+  const bool has_head = t < s.head, has_tail = t < s.tail;
+  const In head = has_head ? x[t] : In();
+  const In tail = has_tail ? x[s.head + s.vectors * per_vector + t] : In();
   Acc acc = R::Op::identity();
-  if (t < s.head) acc += R::load(x, t);
-  if (t < s.tail) acc += R::load(x, s.head + s.vectors * per_vector + t);
 
-  const uint4* v = reinterpret_cast<const uint4*>(x + s.head);
+  const uint4* v = reinterpret_cast<const uint4*>(x + s.head) + threadIdx.x;
   typename Add::Counter c[kVecUnroll] = {};
-  int64_t i = t;
+  const int64_t full_tiles = s.vectors / kVecTile;
   int since_flush = 0;
-  for (; i + (kVecUnroll - 1) * nthreads < s.vectors; i += kVecUnroll * nthreads) {
+  for (int64_t tile = blockIdx.x; tile < full_tiles; tile += gridDim.x) {
     uint4 r[kVecUnroll];
 #pragma unroll
-    for (int u = 0; u < kVecUnroll; ++u) r[u] = __ldg(v + i + u * nthreads);
+    for (int u = 0; u < kVecUnroll; ++u) r[u] = __ldg(v + tile * kVecTile + u * kVecBlock);
 #pragma unroll
     for (int u = 0; u < kVecUnroll; ++u) Add::add(c[u], r[u]);
     if constexpr (Add::kFlushEvery > 0) {
@@ -139,11 +145,17 @@ __device__ __forceinline__ typename R::Acc thread_sum(const typename R::In* x, V
       }
     }
   }
+  if (blockIdx.x == full_tiles % gridDim.x) {  // the last, partial tile
+    const int64_t first = full_tiles * kVecTile + threadIdx.x;
 #pragma unroll
-  for (int u = 0; u < kVecUnroll; ++u)
-    if (i + u * nthreads < s.vectors) Add::add(c[u], __ldg(v + i + u * nthreads));
+    for (int u = 0; u < kVecUnroll; ++u)
+      if (first + u * kVecBlock < s.vectors)
+        Add::add(c[u], __ldg(v + full_tiles * kVecTile + u * kVecBlock));
+  }
 #pragma unroll
   for (int u = 0; u < kVecUnroll; ++u) acc += Acc(c[u]);
+  if (has_head) acc += R::convert(head);
+  if (has_tail) acc += R::convert(tail);
   return acc;
 }
 
@@ -154,8 +166,7 @@ vector_sum_kernel(const typename R::In* x, VecSplit s, Sink out) {
   // Lets the combine kernel launch now; it still waits for this whole grid to finish.
   cudaTriggerProgrammaticLaunchCompletion();
 #endif
-  const int64_t t = int64_t(blockIdx.x) * kVecBlock + threadIdx.x;
-  auto v = thread_sum<R>(x, s, t, int64_t(gridDim.x) * kVecBlock);
+  auto v = thread_sum<R>(x, s);
   v = block_reduce<typename R::Op, kVecBlock>(v);
   if (threadIdx.x == 0) store(out, blockIdx.x, v);
 }
@@ -182,7 +193,7 @@ cudaError_t run_vector(const SumArgs& a, size_t* workspace_bytes) {
   const int64_t blocks =
       s.vectors <= kSingleBlockVectors
           ? 1
-          : std::min<int64_t>(ceil_div(s.vectors, kVecBlock), int64_t(a.sm_count) * kVecBlocksPerSm);
+          : std::min<int64_t>(ceil_div(s.vectors, kVecTile), int64_t(a.sm_count) * kVecBlocksPerSm);
   if (workspace_bytes) {
     *workspace_bytes = blocks > 1 ? size_t(blocks) * sizeof(Acc) : 0;
     return cudaSuccess;
