@@ -1,15 +1,20 @@
-"""Every treduce.sum variant against torch.sum on one device: time, GB/s and speedup.
+"""The comparison benchmark: every treduce variant against torch.sum, CUB and the GPU's measured
+read bandwidth, as a terminal table, JSON, Markdown and PNG plots.
 
-    python benchmarks/bench.py                  # CUDA if present, else CPU
-    python benchmarks/bench.py --quick          # a few small cases
-    python benchmarks/bench.py --device cpu --sizes 2^16,2^24 --dtypes float32,uint8
+    python benchmarks/bench.py                       # full sweep on the GPU (CPU if there is none)
+    python benchmarks/bench.py --quick               # a few cases, to see that it works
+    python benchmarks/bench.py --ladder              # the seed 000 optimisation table on this GPU
+    python benchmarks/bench.py --dtypes float32,uint8,float32>float64 --sizes 2^20,2^28 --modes hot
 
-Each candidate's result is checked against an exact or float64 reference before it is timed.
-CUDA timings: "hot" replays a CUDA graph of many calls (time per call, data in L2 when it fits),
-"cold" reads a buffer twice the size of L2 before each timed call (CUDA events around the call).
-CPU timings: wall clock per call. Medians over repetitions; p10-p90 shown as the spread.
-Bytes counted: the input read once plus the result written; torch.sum moves more for integer,
-bool and dtype= sums (it widens the input first), so its GB/s there is the same bytes over its time.
+A dtype written "a>b" sums a with dtype=b. Every candidate's result is checked (exactly for
+integer results, against the float64 sum with a stated bound for floats) before it is timed.
+Modes (CUDA): hot replays a CUDA graph of many calls (time per call; inputs under ~30 MB stay in
+L2), cold reads a buffer twice the size of L2 before each timed call, eager times a plain Python
+loop (dispatch included). On the CPU: wall clock. Candidates are interleaved within each case;
+medians over repetitions, p10-p90 as the spread. GB/s counts the bytes the op must move (input
+read once, result written); where torch.sum moves more (it first widens integer, bool and
+dtype= inputs to the result dtype), `torch_bytes` in the JSON says how much. "read_probe" is the
+project's own kernel that only reads the input: the ceiling for that size.
 """
 
 from __future__ import annotations
@@ -18,9 +23,7 @@ import argparse
 import datetime
 import json
 import platform
-import statistics
 import sys
-import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -28,25 +31,59 @@ import torch
 
 import torch_reduce
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import report  # noqa: E402
+import timing  # noqa: E402
+
+DTYPES = {str(d).removeprefix("torch."): d for d in torch_reduce.SUPPORTED_DTYPES}
 INTEGRAL = {torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64}
-DTYPE_NAMES = {str(d).removeprefix("torch."): d for d in torch_reduce.SUPPORTED_DTYPES}
+OPS = ("sum",)
+MODES = {"cuda": ("hot", "cold", "eager"), "cpu": ("wall",)}
 # Variants that take seconds past these sizes: one atomic per element on one address, and one
 # block doing all the work.
 MAX_N = {"atomic": 1 << 24, "single_block": 1 << 24}
+# The seed 000 table's sizes (2^24 int32 in seed 003/004, 2^23 float32 in seed 001) and 2^28.
+LADDER_CASES = [("int32", 1 << 24), ("float32", 1 << 23), ("int32", 1 << 28), ("float32", 1 << 28)]
+LADDER_RUNGS = ["neighbored", "strided_index", "sequential", "first_add", "unroll4", "unroll8",
+                "unroll_last_warp", "complete_unroll", "two_pass", "block_atomic", "warp_shuffle", "auto"]
+
+
+@dataclass(frozen=True)
+class Case:
+    op: str
+    dtype: torch.dtype
+    out_dtype: torch.dtype | None  # dtype=, or None for torch.sum's own result dtype
+    n: int
+    offset: int = 0  # elements between a 16-byte boundary and the first element
+
+    @property
+    def label(self) -> str:
+        name = str(self.dtype).removeprefix("torch.")
+        return name + (f">{str(self.out_dtype).removeprefix('torch.')}" if self.out_dtype else "")
+
+    @property
+    def result_dtype(self) -> torch.dtype:
+        return torch_reduce.result_dtype(self.dtype, self.out_dtype)
 
 
 @dataclass
 class Row:
-    device: str
-    dtype: str
+    op: str
+    dtype: str  # Case.label
     n: int
-    candidate: str  # a variant name, or "torch.sum"
-    mode: str  # hot, cold (CUDA) or wall (CPU)
+    offset: int
+    candidate: str  # a variant, "torch.sum" or "read_probe"
+    mode: str
     median_us: float
     p10_us: float
     p90_us: float
     gbps: float
-    speedup: float | None  # torch.sum's median over this one's, same mode
+    bytes: int
+    torch_bytes: int
+    speedup_vs_torch: float | None = None
+    vs_cub: float | None = None  # cub's time over this one's
+    pct_of_read: float | None = None  # GB/s as a share of read_probe's on the same bytes
+    samples_us: list[float] | None = None
 
 
 def parse_size(text: str) -> int:
@@ -57,104 +94,160 @@ def parse_size(text: str) -> int:
     return int(text)
 
 
-def make_input(n: int, dtype: torch.dtype, device: str) -> torch.Tensor:
-    if dtype == torch.bool:
-        return torch.rand(n, device=device) < 0.5
-    if dtype in INTEGRAL:
-        info = torch.iinfo(dtype)
-        return torch.randint(max(info.min, -1000), min(info.max, 1000) + 1, (n,), device=device, dtype=dtype)
-    return torch.randn(n, device=device, dtype=torch.float32).to(dtype)
+def parse_dtype(text: str) -> tuple[torch.dtype, torch.dtype | None]:
+    names = text.strip().split(">")
+    if len(names) > 2 or any(n not in DTYPES for n in names):
+        raise ValueError(f"unknown dtype {text!r}: use names from {', '.join(DTYPES)}, or a>b for dtype=b")
+    return DTYPES[names[0]], DTYPES[names[1]] if len(names) == 2 else None
 
 
-def reference(x: torch.Tensor) -> tuple[float, float]:
-    """The exact (integers) or float64 sum, and the error a correct result may have: the bound
-    (n-1) u sum|x| that holds for any summation order, plus rounding to x's dtype."""
-    if x.dtype in INTEGRAL:
-        total = sum(chunk.to(torch.int64).sum().item() for chunk in x.reshape(-1).split(1 << 26))
-        return float(total), 0.0
-    x64 = x.to(torch.float64)
-    u_acc = 2.0**-53 if x.dtype == torch.float64 else 2.0**-24
-    u_out = {torch.float16: 2.0**-11, torch.bfloat16: 2.0**-8}.get(x.dtype, u_acc)
+def bytes_moved(case: Case) -> int:
+    """What the op must move: every input element read once, the result written once."""
+    return case.n * case.dtype.itemsize + case.result_dtype.itemsize
+
+
+def torch_bytes_moved(case: Case) -> int:
+    """What torch.sum moves: when the result dtype differs from the input's it first writes a
+    converted copy of the whole input and reads it back (s + 2 * result size bytes per element)."""
+    if case.result_dtype == case.dtype:
+        return bytes_moved(case)
+    return case.n * (case.dtype.itemsize + 2 * case.result_dtype.itemsize) + case.result_dtype.itemsize
+
+
+def make_input(case: Case, device: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """Fresh random data for the case, starting `offset` elements past a 16-byte boundary; also
+    returns the aligned buffer it lives in."""
+    n = case.n + case.offset
+    if case.dtype == torch.bool:
+        base = torch.rand(n, device=device) < 0.5
+    elif case.dtype in INTEGRAL:
+        info = torch.iinfo(case.dtype)
+        base = torch.randint(max(info.min, -1000), min(info.max, 1000) + 1, (n,), device=device, dtype=case.dtype)
+    else:
+        base = torch.randn(n, device=device).to(case.dtype)
+    return base[case.offset :], base
+
+
+def reference(x: torch.Tensor, out_dtype: torch.dtype) -> tuple[float, float]:
+    """The exact sum (integer results: each element cast first, as torch does, then summed in
+    int64 and wrapped) or the float64 sum of the cast elements, and the error a correct float
+    result may have: (n-1) u sum|x| for any summation order plus one rounding to out_dtype."""
+    cast = x.to(out_dtype) if x.dtype != out_dtype else x
+    if out_dtype == torch.bool:
+        return float(bool((cast != 0).any())), 0.0
+    if out_dtype in INTEGRAL:
+        total = torch.zeros((), dtype=torch.int64, device=x.device)
+        for chunk in cast.reshape(-1).split(1 << 26):
+            total += chunk.to(torch.int64).sum()
+        return float(total.to(out_dtype).item()), 0.0
+    x64 = cast.to(torch.float64)
+    u_acc = 2.0**-53 if out_dtype == torch.float64 else 2.0**-24
+    u_out = {torch.float16: 2.0**-11, torch.bfloat16: 2.0**-8}.get(out_dtype, u_acc)
     total = x64.sum().item()
     return total, (x.numel() - 1) * u_acc * x64.abs().sum().item() + u_out * abs(total)
 
 
 def check(name: str, out: torch.Tensor, want: float, tol: float) -> None:
-    got = out.item()
+    got = float(out.item())
     if not abs(got - want) <= tol:  # also catches NaN
-        raise AssertionError(f"{name}: got {got}, want {want} (tolerance {tol})")
+        raise AssertionError(f"{name}: got {got}, want {want} (tolerance {tol:.3g})")
 
 
-def quantiles(samples: list[float]) -> tuple[float, float, float]:
-    s = sorted(samples)
-    pick = lambda q: s[min(len(s) - 1, int(q * len(s)))]  # noqa: E731
-    return statistics.median(s), pick(0.1), pick(0.9)
+def candidates(case: Case, x: torch.Tensor, base: torch.Tensor, variants: list[str]) -> dict:
+    """name -> zero-argument callable, in the order they are timed."""
+    kw = {"dtype": case.out_dtype} if case.out_dtype else {}
+    fns = {"torch.sum": lambda: torch.sum(x, **kw)}
+    for v in variants:
+        if case.n <= MAX_N.get(v, case.n):
+            fns[v] = lambda v=v: torch.ops.treduce.sum(x, v, **kw)
+    if x.is_cuda:
+        aligned = base.view(torch.uint8)[: x.numel() * x.element_size() // 16 * 16]
+        fns["read_probe"] = lambda: torch.ops.treduce._read_probe(aligned)
+    return fns
 
 
-def time_hot(fn, reps: int) -> list[float]:
-    """Microseconds per call, from replays of one CUDA graph holding enough calls to run ~1 ms."""
-    fn()
-    torch.cuda.synchronize()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    fn()
-    end.record()
-    end.synchronize()
-    calls = max(1, min(200, int(1000.0 / max(start.elapsed_time(end) * 1000.0, 1e-3))))
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        for _ in range(calls):
-            fn()
-    graph.replay()
-    samples = []
-    for _ in range(reps):
-        start.record()
-        graph.replay()
-        end.record()
-        end.synchronize()
-        samples.append(start.elapsed_time(end) * 1000.0 / calls)
-    return samples
+def measure(case: Case, fns: dict, modes: list[str], reps: int, flush, keep_samples: bool) -> list[Row]:
+    rows = []
+    nbytes, tbytes = bytes_moved(case), torch_bytes_moved(case)
+    for mode in modes:
+        timed = {}
+        for name, fn in fns.items():
+            if mode == "hot":
+                samples = timing.time_hot(fn, reps)
+            elif mode == "cold":
+                samples = timing.time_cold(fn, reps, flush)
+            elif mode == "eager":
+                samples = timing.time_eager(fn, reps)
+            else:
+                samples = timing.time_wall(fn, reps)
+            med, p10, p90 = timing.quantiles(samples)
+            row = Row(case.op, case.label, case.n, case.offset, name, mode, med, p10, p90,
+                      nbytes / med / 1e3, nbytes, tbytes, samples_us=samples if keep_samples else None)
+            timed[name] = row
+            rows.append(row)
+        for row in timed.values():
+            row.speedup_vs_torch = timed["torch.sum"].median_us / row.median_us
+            if "cub" in timed:
+                row.vs_cub = timed["cub"].median_us / row.median_us
+            if "read_probe" in timed:
+                row.pct_of_read = 100.0 * timed["read_probe"].median_us / row.median_us
+    return rows
 
 
-class L2Flush:
-    """Reads a buffer twice the size of L2, leaving no line of the next input cached and none
-    dirty (a write-based flush would leave lines to be written back during the timed call)."""
-
-    def __init__(self, device: str):
-        l2 = getattr(torch.cuda.get_device_properties(device), "L2_cache_size", 64 << 20)
-        self.buffer = torch.ones(2 * l2 // 4, device=device)
-
-    def __call__(self) -> None:
-        self.buffer.amax()
+def fits_in_memory(case: Case, device: str) -> bool:
+    if device != "cuda":
+        return True
+    free, _ = torch.cuda.mem_get_info()
+    return torch_bytes_moved(case) + bytes_moved(case) + (256 << 20) < free
 
 
-def time_cold(fn, reps: int, flush: L2Flush) -> list[float]:
-    fn()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    samples = []
-    for _ in range(reps):
-        flush()
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        samples.append(start.elapsed_time(end) * 1000.0)
-    return samples
+class Progress:
+    def __init__(self, total: int):
+        try:
+            from tqdm import tqdm
+
+            self.bar = tqdm(total=total, unit="case", file=sys.stderr, dynamic_ncols=True)
+        except ImportError:
+            self.bar, self.done, self.total = None, 0, total
+
+    def step(self, label: str) -> None:
+        if self.bar is not None:
+            self.bar.set_postfix_str(label)
+            self.bar.update()
+        else:
+            self.done += 1
+            print(f"[{self.done}/{self.total}] {label}", file=sys.stderr, flush=True)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
 
 
-def time_wall(fn, reps: int) -> list[float]:
-    fn()
-    samples = []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        fn()
-        samples.append((time.perf_counter() - t0) * 1e6)
-    return samples
+def run(cases: list[Case], device: str, variants: list[str], modes: list[str], reps: int,
+        keep_samples: bool = True, make_candidates=candidates) -> list[Row]:
+    flush = timing.L2Flush(device) if "cold" in modes else None
+    rows: list[Row] = []
+    progress = Progress(len(cases))
+    for case in cases:
+        progress.step(f"{case.label} n={case.n}")
+        if not fits_in_memory(case, device):
+            print(f"skipped {case.label} n={case.n}: not enough free GPU memory", file=sys.stderr)
+            continue
+        x, base = make_input(case, device)
+        want, tol = reference(x, case.result_dtype)
+        fns = make_candidates(case, x, base, variants)
+        for name, fn in fns.items():
+            if name != "read_probe":
+                check(f"{name} on {case.label} n={case.n}", fn(), want, tol)
+        rows += measure(case, fns, modes, reps, flush, keep_samples)
+        del x, base, fns
+    progress.close()
+    return rows
 
 
 def environment(device: str) -> dict:
     env = {
-        "date": datetime.date.today().isoformat(),
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "torch": torch.__version__,
         "cuda": torch.version.cuda,
         "python": platform.python_version(),
@@ -163,92 +256,90 @@ def environment(device: str) -> dict:
     if device == "cuda":
         props = torch.cuda.get_device_properties(0)
         env.update(gpu=props.name, sm_count=props.multi_processor_count,
-                   l2_bytes=getattr(props, "L2_cache_size", None),
-                   driver=torch.cuda.driver_version() if hasattr(torch.cuda, "driver_version") else None)
+                   l2_bytes=getattr(props, "L2_cache_size", None), memory_bytes=props.total_memory)
+        try:
+            import subprocess
+
+            env["driver"] = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                                           capture_output=True, text=True, timeout=30).stdout.strip().splitlines()[0]
+        except (OSError, IndexError, subprocess.SubprocessError):
+            env["driver"] = None
     else:
         env.update(cpu=platform.processor() or platform.machine(), threads=torch.get_num_threads())
     return env
 
 
-def run(device: str, sizes: list[int], dtypes: list[torch.dtype], variants: list[str], reps: int) -> list[Row]:
-    modes = ["hot", "cold"] if device == "cuda" else ["wall"]
-    flush = L2Flush(device) if device == "cuda" else None
-    rows: list[Row] = []
-    for dtype in dtypes:
-        for n in sizes:
-            x = make_input(n, dtype, device)
-            want, tol = reference(x)
-            candidates = {"torch.sum": lambda: torch.sum(x)}
-            for v in variants:
-                if n > MAX_N.get(v, n):
-                    continue
-                candidates[v] = lambda v=v: torch.ops.treduce.sum(x, v)
-            for name, fn in candidates.items():
-                check(name, fn(), want, tol)
-            nbytes = x.numel() * x.element_size() + torch_reduce.result_dtype(dtype).itemsize
-            for mode in modes:
-                medians = {}
-                for name, fn in candidates.items():  # interleaved: every candidate in each mode
-                    if mode == "hot":
-                        samples = time_hot(fn, reps)
-                    elif mode == "cold":
-                        samples = time_cold(fn, reps, flush)
-                    else:
-                        samples = time_wall(fn, reps)
-                    med, p10, p90 = quantiles(samples)
-                    medians[name] = med
-                    rows.append(Row(device, str(dtype).removeprefix("torch."), n, name, mode, med, p10, p90,
-                                    nbytes / med / 1e3, None))
-                for row in rows[-len(candidates):]:
-                    row.speedup = medians["torch.sum"] / row.median_us
-    return rows
-
-
-def format_table(rows: list[Row]) -> str:
-    lines = [f"{'dtype':9} {'n':>11} {'candidate':17} {'mode':5} {'median us':>10} {'p10-p90 us':>17} "
-             f"{'GB/s':>8} {'vs torch':>8}"]
-    for r in rows:
-        lines.append(f"{r.dtype:9} {r.n:>11} {r.candidate:17} {r.mode:5} {r.median_us:>10.2f} "
-                     f"{f'{r.p10_us:.2f}-{r.p90_us:.2f}':>17} {r.gbps:>8.1f} {r.speedup:>7.2f}x")
-    return "\n".join(lines)
-
-
-def main(argv: list[str] | None = None) -> int:
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--device", choices=["cuda", "cpu"], default="cuda" if torch.cuda.is_available() else "cpu")
-    parser.add_argument("--sizes", default=None, help="comma-separated, e.g. 2^10,2^20,1000003")
-    parser.add_argument("--dtypes", default="float32,int32,uint8", help=f"comma-separated from {', '.join(DTYPE_NAMES)}")
-    parser.add_argument("--variants", default=None, help="comma-separated (default: all of the device's)")
-    parser.add_argument("--reps", type=int, default=None, help="timed repetitions per candidate")
-    parser.add_argument("--quick", action="store_true", help="small sizes, few repetitions")
-    parser.add_argument("--out", type=Path, default=None, help="write results.json here (a folder)")
+    parser.add_argument("--ops", default="sum", help=f"comma-separated from {', '.join(OPS)}")
+    parser.add_argument("--sizes", help="comma-separated element counts, e.g. 2^10,2^20,1000003 "
+                        "(default: 2^10 to 2^30 in steps of 4x on CUDA, to 2^24 on the CPU)")
+    parser.add_argument("--dtypes", help="comma-separated; a>b sums a with dtype=b (default: every dtype, and float32>float64)")
+    parser.add_argument("--variants", help="comma-separated (default: all of the device's)")
+    parser.add_argument("--modes", help=f"comma-separated from {', '.join(MODES['cuda'])} (CUDA) or wall (CPU)")
+    parser.add_argument("--offset", type=int, default=0, help="start the input this many elements past a 16-byte boundary")
+    parser.add_argument("--reps", type=int, help="timed repetitions per candidate and mode (default 20; 5 with --quick)")
+    parser.add_argument("--quick", action="store_true", help="a few small cases, hot mode only, 5 repetitions")
+    parser.add_argument("--ladder", action="store_true", help="the seed 000 optimisation table (CUDA), instead of the sweep")
+    parser.add_argument("--out", type=Path, default=Path("bench_out"), help="folder for results.json, results.md and the plots")
     args = parser.parse_args(argv)
 
     if args.device == "cuda" and not torch.cuda.is_available():
         parser.error("no CUDA device: use --device cpu")
-    if args.sizes:
-        sizes = [parse_size(s) for s in args.sizes.split(",")]
-    elif args.quick:
-        sizes = [1 << 10, 1 << 16]
-    else:
-        sizes = [1 << 10, 1 << 16, 1 << 20, 1 << 24] + ([1 << 28] if args.device == "cuda" else [])
-    dtypes = [DTYPE_NAMES[d.strip()] for d in args.dtypes.split(",")]
+    if args.ladder and args.device != "cuda":
+        parser.error("--ladder needs a CUDA device")
+    args.ops = [o.strip() for o in args.ops.split(",")]
+    if unknown := sorted(set(args.ops) - set(OPS)):
+        parser.error(f"unknown ops: {', '.join(unknown)}; available: {', '.join(OPS)}")
     available = [v.name for v in torch_reduce.variants(args.device)]
-    variants = [v.strip() for v in args.variants.split(",")] if args.variants else available
-    unknown = sorted(set(variants) - set(available))
-    if unknown:
+    args.variants = [v.strip() for v in args.variants.split(",")] if args.variants else available
+    if unknown := sorted(set(args.variants) - set(available)):
         parser.error(f"unknown {args.device} variants: {', '.join(unknown)}; available: {', '.join(available)}")
-    reps = args.reps or (5 if args.quick else 30)
+    try:
+        if args.sizes:
+            args.sizes = [parse_size(s) for s in args.sizes.split(",")]
+        elif args.quick:
+            args.sizes = [1 << 10, 1 << 16, 1 << 20]
+        else:
+            top = 30 if args.device == "cuda" else 24
+            args.sizes = [1 << e for e in range(10, top + 1, 2)]
+        if args.dtypes:
+            args.dtypes = [parse_dtype(d) for d in args.dtypes.split(",")]
+        elif args.quick:
+            args.dtypes = [parse_dtype(d) for d in ("float32", "int32", "uint8")]
+        else:
+            args.dtypes = [(d, None) for d in torch_reduce.SUPPORTED_DTYPES] + [(torch.float32, torch.float64)]
+    except ValueError as e:
+        parser.error(str(e))
+    modes = MODES[args.device]
+    if args.modes:
+        args.modes = [m.strip() for m in args.modes.split(",")]
+        if unknown := sorted(set(args.modes) - set(modes)):
+            parser.error(f"modes on {args.device}: {', '.join(modes)}; not {', '.join(unknown)}")
+    else:
+        args.modes = ["hot"] if args.quick and args.device == "cuda" else list(modes)
+    args.reps = args.reps or (5 if args.quick else 20)
+    return args
 
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
     if args.device == "cpu":
         print("no CUDA device: benchmarking the CPU variants against torch.sum on the CPU", file=sys.stderr)
-    rows = run(args.device, sizes, dtypes, variants, reps)
+    if args.ladder:
+        cases = [Case("sum", DTYPES[d], None, n) for d, n in LADDER_CASES]
+        variants = [v for v in LADDER_RUNGS + ["cub"] if v in args.variants]
+        modes = ["cold", "hot"]
+    else:
+        cases = [Case(op, d, o, n, args.offset) for op in args.ops for d, o in args.dtypes for n in args.sizes]
+        variants, modes = args.variants, args.modes
+    rows = run(cases, args.device, variants, modes, args.reps)
     env = environment(args.device)
-    print(format_table(rows))
-    print(json.dumps(env))
-    if args.out:
-        args.out.mkdir(parents=True, exist_ok=True)
-        (args.out / "results.json").write_text(json.dumps({"environment": env, "rows": [asdict(r) for r in rows]}, indent=1))
+    kind = "ladder" if args.ladder else "sweep"
+    report.write_all(args.out, kind, env, rows, vars(args))
+    print(report.ladder_table(rows) if args.ladder else report.terminal_table(rows))
+    print(f"\n{env.get('gpu', env.get('cpu'))}, torch {env['torch']}, CUDA {env['cuda']}; results in {args.out}/")
     return 0
 
 

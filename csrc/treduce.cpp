@@ -100,4 +100,7 @@ VariantTable cuda_variants() { return {nullptr, 0}; }
 TORCH_LIBRARY(treduce, m) {
   m.def("sum(Tensor self, str variant=\"auto\", *, ScalarType? dtype=None) -> Tensor");
   m.def("variants(str device) -> str[]", &treduce::variants_op);
+  // Diagnostic, for the benchmark (CUDA only): reads every byte of a contiguous tensor and
+  // nothing else. The result is meaningless; the time is the memory's read bandwidth.
+  m.def("_read_probe(Tensor self) -> Tensor");
 }

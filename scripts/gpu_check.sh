@@ -6,12 +6,12 @@
 #
 #   bash scripts/gpu_check.sh            # everything
 #   STAGES="build test" bash scripts/gpu_check.sh
-#   BENCH_ARGS="--quick" bash scripts/gpu_check.sh
+#   BENCH_ARGS="--quick" bash scripts/gpu_check.sh    # arguments for benchmarks/bench.py
 # Each stage has a time limit in seconds (TEST_TIMEOUT, SANITIZE_TIMEOUT per tool, BENCH_TIMEOUT).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 LOGS=${LOGS:-$PWD/gpu_check_out}
-STAGES=${STAGES:-"build test sanitize bench"}
+STAGES=${STAGES:-"build test sanitize bench ladder"}
 BENCH_ARGS=${BENCH_ARGS:-}
 mkdir -p "$LOGS"
 export PYTHONUNBUFFERED=1
@@ -61,10 +61,19 @@ fi
 if has bench; then
   start=$SECONDS
   # shellcheck disable=SC2086
-  if timeout "${BENCH_TIMEOUT:-1200}" python3 benchmarks/bench.py --out "$LOGS/bench" $BENCH_ARGS > "$LOGS/bench.log" 2>&1; then
-    note "bench: ok ($((SECONDS - start)) s), table in bench.log, data in bench/"
+  if timeout "${BENCH_TIMEOUT:-1200}" python3 benchmarks/bench.py --out "$LOGS/bench" $BENCH_ARGS > "$LOGS/bench.log" 2>"$LOGS/bench.err"; then
+    note "bench: ok ($((SECONDS - start)) s); tables in bench.log and bench/results.md"
   else
-    note "bench: FAILED"; tail -20 "$LOGS/bench.log"
+    note "bench: FAILED"; tail -20 "$LOGS/bench.err"
+  fi
+fi
+
+if has ladder; then
+  start=$SECONDS
+  if timeout "${BENCH_TIMEOUT:-1200}" python3 benchmarks/bench.py --ladder --out "$LOGS/bench" > "$LOGS/ladder.log" 2>"$LOGS/ladder.err"; then
+    note "ladder: ok ($((SECONDS - start)) s); table in ladder.log and bench/ladder.md"
+  else
+    note "ladder: FAILED"; tail -20 "$LOGS/ladder.err"
   fi
 fi
 

@@ -48,4 +48,9 @@ struct SumArgs {
 // a.workspace and a.out are not read.
 cudaError_t launch_sum(Variant v, const SumArgs& a, size_t* workspace_bytes = nullptr);
 
+// Streams through `bytes` bytes (16-byte aligned; a multiple of 16 is read) and does nothing
+// else: the bandwidth ceiling the benchmark compares against. See read_probe.cu.
+cudaError_t launch_read_probe(const void* data, int64_t bytes, unsigned* out, cudaStream_t stream,
+                              int sm_count);
+
 }  // namespace treduce::cuda

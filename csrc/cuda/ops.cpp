@@ -45,7 +45,23 @@ at::Tensor sum_cuda(const at::Tensor& self, c10::string_view variant,
   return out;
 }
 
+at::Tensor read_probe_cuda(const at::Tensor& self) {
+  TORCH_CHECK(self.is_contiguous(), "treduce._read_probe: expected a contiguous tensor");
+  const c10::cuda::CUDAGuard guard(self.device());
+  TORCH_CHECK(reinterpret_cast<uintptr_t>(self.const_data_ptr()) % 16 == 0,
+              "treduce._read_probe: expected a 16-byte aligned tensor");
+  at::Tensor out = at::empty({}, self.options().dtype(at::kInt));  // left unwritten: no fill in the timing
+  C10_CUDA_CHECK(launch_read_probe(self.const_data_ptr(), self.nbytes(),
+                                   static_cast<unsigned*>(out.mutable_data_ptr()),
+                                   at::cuda::getCurrentCUDAStream(),
+                                   at::cuda::getCurrentDeviceProperties()->multiProcessorCount));
+  return out;
+}
+
 }  // namespace
 }  // namespace treduce::cuda
 
-TORCH_LIBRARY_IMPL(treduce, CUDA, m) { m.impl("sum", &treduce::cuda::sum_cuda); }
+TORCH_LIBRARY_IMPL(treduce, CUDA, m) {
+  m.impl("sum", &treduce::cuda::sum_cuda);
+  m.impl("_read_probe", &treduce::cuda::read_probe_cuda);
+}

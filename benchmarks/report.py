@@ -1,0 +1,199 @@
+"""Turns benchmark rows into a terminal table, JSON, Markdown tables and PNG plots."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import defaultdict
+from dataclasses import asdict
+from pathlib import Path
+
+HEADLINE = "auto"
+REFERENCES = ("torch.sum", "cub", "read_probe")
+
+
+def size_label(n: int) -> str:
+    e = int(math.log2(n)) if n > 0 else 0
+    return f"2^{e}" if n == 1 << e else str(n)
+
+
+def _fmt(value, spec: str, missing: str = "-") -> str:
+    return missing if value is None else format(value, spec)
+
+
+def terminal_table(rows) -> str:
+    lines = [f"{'dtype':17} {'n':>7} {'candidate':17} {'mode':5} {'median us':>10} {'p10-p90 us':>17} "
+             f"{'GB/s':>8} {'% read':>7} {'vs torch':>8} {'vs cub':>7}"]
+    for r in rows:
+        lines.append(f"{r.dtype:17} {size_label(r.n):>7} {r.candidate:17} {r.mode:5} {r.median_us:>10.2f} "
+                     f"{f'{r.p10_us:.2f}-{r.p90_us:.2f}':>17} {r.gbps:>8.1f} {_fmt(r.pct_of_read, '6.1f'):>7} "
+                     f"{_fmt(r.speedup_vs_torch, '7.2f'):>7}x {_fmt(r.vs_cub, '6.2f') + ('x' if r.vs_cub else ' '):>7}")
+    return "\n".join(lines)
+
+
+def _by_case(rows):
+    cases = defaultdict(dict)
+    for r in rows:
+        cases[(r.op, r.dtype, r.n, r.offset, r.mode)][r.candidate] = r
+    return cases
+
+
+def ladder_table(rows, markdown: bool = False) -> str:
+    """One block per ladder case: each rung's cold time and bandwidth, its speedup over the rung
+    before and over the first rung (the seed 000 table's columns), and its hot time."""
+    cases = _by_case(rows)
+    out = []
+    for (op, dtype, n, offset, mode), cands in cases.items():
+        if mode != "cold":
+            continue
+        hot = cases.get((op, dtype, n, offset, "hot"), {})
+        out.append(f"\n{op} {dtype} n={size_label(n)} ({cands['torch.sum'].bytes / 1e6:.0f} MB read)\n")
+        head = ["rung", "cold us", "cold GB/s", "step", "cumulative", "hot us", "% of read"]
+        body = []
+        first = prev = None
+        for name, r in cands.items():
+            is_rung = name not in REFERENCES
+            step = f"{prev.median_us / r.median_us:.2f}x" if is_rung and prev else "-"
+            cum = f"{first.median_us / r.median_us:.2f}x" if is_rung and first else "-"
+            label = name if is_rung else f"({name})"
+            body.append([label, f"{r.median_us:.1f}", f"{r.gbps:.0f}", step, cum,
+                         f"{hot[name].median_us:.1f}" if name in hot else "-", _fmt(r.pct_of_read, ".0f")])
+            if is_rung:
+                first = first or r
+                prev = r
+        out.append(_grid(head, body, markdown))
+    return "\n".join(out)
+
+
+def _grid(head, body, markdown: bool) -> str:
+    if markdown:
+        lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+        lines += ["| " + " | ".join(row) + " |" for row in body]
+        return "\n".join(lines)
+    widths = [max(len(str(c)) for c in col) for col in zip(head, *body)]
+    fmt = lambda row: "  ".join(str(c).rjust(w) for c, w in zip(row, widths))  # noqa: E731
+    return "\n".join([fmt(head)] + [fmt(row) for row in body])
+
+
+def headline_markdown(rows, mode: str) -> str:
+    """auto against the references, one row per dtype and size."""
+    head = ["dtype", "n", "torch.sum us", "cub us", f"{HEADLINE} us", f"{HEADLINE} GB/s", "% of read",
+            f"{HEADLINE} vs torch.sum", f"{HEADLINE} vs cub"]
+    body = []
+    for (op, dtype, n, offset, m), cands in _by_case(rows).items():
+        if m != mode or HEADLINE not in cands:
+            continue
+        a, t, c = cands[HEADLINE], cands["torch.sum"], cands.get("cub")
+        body.append([dtype, size_label(n), f"{t.median_us:.2f}", _fmt(c and c.median_us, ".2f"),
+                     f"{a.median_us:.2f}", f"{a.gbps:.0f}", _fmt(a.pct_of_read, ".0f"),
+                     f"{a.speedup_vs_torch:.2f}x", _fmt(a.vs_cub, ".2f") + ("x" if c else "")])
+    return _grid(head, body, markdown=True)
+
+
+def full_markdown(rows, mode: str) -> str:
+    """Every candidate's median time (us) per dtype and size."""
+    cases = {k: v for k, v in _by_case(rows).items() if k[4] == mode}
+    names = list(dict.fromkeys(name for cands in cases.values() for name in cands))
+    head = ["dtype", "n"] + names
+    body = [[dtype, size_label(n)] + [_fmt(c[name].median_us if name in c else None, ".2f") for name in names]
+            for (op, dtype, n, offset, m), c in cases.items()]
+    return _grid(head, body, markdown=True)
+
+
+def environment_line(env: dict) -> str:
+    if env["device"] == "cuda":
+        return (f"{env.get('gpu')} ({env.get('sm_count')} SMs, {env.get('l2_bytes', 0) / 2**20:.0f} MiB L2), "
+                f"driver {env.get('driver')}, torch {env['torch']}, CUDA {env['cuda']}, {env['date']}")
+    return f"CPU {env.get('cpu')} ({env.get('threads')} threads), torch {env['torch']}, {env['date']}"
+
+
+def markdown(kind: str, env: dict, rows) -> str:
+    parts = [f"# torch_reduce benchmark: {kind}", "", environment_line(env), ""]
+    if kind == "ladder":
+        parts += ["Cold: the input read from DRAM (L2 flushed before each call). Step: speedup over "
+                  "the rung above; cumulative: over the first rung. References in parentheses.",
+                  ladder_table(rows, markdown=True)]
+        return "\n".join(parts) + "\n"
+    modes = list(dict.fromkeys(r.mode for r in rows))
+    for mode in modes:
+        if any(r.candidate == HEADLINE for r in rows):
+            parts += [f"## {HEADLINE} against the references, {mode}", "", headline_markdown(rows, mode), ""]
+    for mode in modes:
+        parts += [f"## Every candidate, {mode} (median us)", "", full_markdown(rows, mode), ""]
+    return "\n".join(parts)
+
+
+def plot_sweep(rows, path: Path, mode: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    series = defaultdict(lambda: defaultdict(list))  # dtype -> candidate -> [(n, GB/s)]
+    for r in rows:
+        if r.mode == mode:
+            series[r.dtype][r.candidate].append((r.n, r.gbps))
+    if not series:
+        return
+    cols = min(4, len(series))
+    rows_ = math.ceil(len(series) / cols)
+    fig, axes = plt.subplots(rows_, cols, figsize=(4.2 * cols, 3.2 * rows_), squeeze=False)
+    style = {"auto": dict(color="tab:red", lw=2.2), "cub": dict(color="tab:blue", lw=1.6),
+             "torch.sum": dict(color="black", lw=1.6), "read_probe": dict(color="gray", lw=1.2, ls="--")}
+    for ax, (dtype, cands) in zip(axes.flat, series.items()):
+        for name, points in cands.items():
+            points.sort()
+            kw = style.get(name, dict(color="tab:gray", lw=0.6, alpha=0.5))
+            ax.plot([p[0] for p in points], [p[1] for p in points], label=name if name in style else None, **kw)
+        ax.set_xscale("log", base=2)
+        ax.set_title(dtype)
+        ax.set_xlabel("elements")
+        ax.set_ylabel("GB/s")
+        ax.grid(alpha=0.3)
+    for ax in axes.flat[len(series):]:
+        ax.axis("off")
+    axes.flat[0].legend(fontsize=7, title="grey: other variants", title_fontsize=7)
+    fig.suptitle(f"sum, {mode}: GB/s of the bytes the op must read")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def plot_ladder(rows, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    cases = [(k, c) for k, c in _by_case(rows).items() if k[4] == "cold"]
+    fig, axes = plt.subplots(len(cases), 1, figsize=(10, 2.8 * len(cases)), squeeze=False)
+    for ax, ((op, dtype, n, offset, mode), cands) in zip(axes.flat, cases):
+        names = list(cands)
+        colors = ["tab:gray" if name in REFERENCES else "tab:red" if name == HEADLINE else "tab:blue" for name in names]
+        ax.bar(range(len(names)), [cands[name].gbps for name in names], color=colors)
+        ax.set_xticks(range(len(names)), names, rotation=30, ha="right", fontsize=8)
+        ax.set_ylabel("GB/s (cold)")
+        ax.set_title(f"{dtype}, n = {size_label(n)}", fontsize=10)
+        ax.grid(axis="y", alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def write_all(out: Path, kind: str, env: dict, rows, config: dict) -> list[Path]:
+    """results.json / .md / plots for a sweep; ladder.json / .md / .png for the ladder."""
+    out.mkdir(parents=True, exist_ok=True)
+    stem = "ladder" if kind == "ladder" else "results"
+    written = [out / f"{stem}.json", out / f"{stem}.md"]
+    payload = {"kind": kind, "environment": env, "config": config, "rows": [asdict(r) for r in rows]}
+    written[0].write_text(json.dumps(payload, indent=1, default=str))
+    written[1].write_text(markdown(kind, env, rows))
+    if kind == "ladder":
+        written.append(out / "ladder.png")
+        plot_ladder(rows, written[-1])
+    else:
+        for mode in dict.fromkeys(r.mode for r in rows):
+            if mode != "eager":  # eager follows hot except for small sizes; the tables have it
+                written.append(out / f"gbps_{mode}.png")
+                plot_sweep(rows, written[-1], mode)
+    return written

@@ -1,0 +1,118 @@
+"""How the benchmark times one candidate: CUDA-graph replay (hot), after an L2 flush (cold),
+a plain Python loop (eager), or wall clock on the CPU. Every timer returns microseconds per call,
+one sample per repetition."""
+
+from __future__ import annotations
+
+import time
+
+import torch
+
+# A graph or eager loop holds enough calls to run about this long, so launch gaps and event
+# resolution stay small against it.
+TARGET_US = 1000.0
+MAX_CALLS = 200
+
+
+def _events():
+    return torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+
+
+def _one_call_us(fn) -> float:
+    start, end = _events()
+    start.record()
+    fn()
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end) * 1000.0
+
+
+def _calls_for(fn) -> int:
+    return max(1, min(MAX_CALLS, int(TARGET_US / max(_one_call_us(fn), 1e-3))))
+
+
+def time_hot(fn, reps: int) -> list[float]:
+    """Replays of one CUDA graph holding many calls: no launch gaps, and inputs that fit stay
+    in L2 (a 60 MB L2 keeps inputs under about 30 MB)."""
+    fn()
+    calls = _calls_for(fn)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for _ in range(calls):
+            fn()
+    graph.replay()
+    start, end = _events()
+    samples = []
+    for _ in range(reps):
+        start.record()
+        graph.replay()
+        end.record()
+        end.synchronize()
+        samples.append(start.elapsed_time(end) * 1000.0 / calls)
+    return samples
+
+
+class L2Flush:
+    """Reads a buffer twice the size of L2 before each timed call, so no line of the input is
+    cached and none is dirty (a write-based flush would leave lines to be written back while
+    the call runs)."""
+
+    def __init__(self, device: str = "cuda"):
+        props = torch.cuda.get_device_properties(device)
+        l2 = getattr(props, "L2_cache_size", 0) or (64 << 20)
+        self.buffer = torch.ones(2 * l2 // 4, device=device)
+
+    def __call__(self) -> None:
+        self.buffer.amax()
+
+
+def time_cold(fn, reps: int, flush: L2Flush) -> list[float]:
+    """CUDA events around one call, each after a flush: the input comes from DRAM."""
+    fn()
+    start, end = _events()
+    samples = []
+    for _ in range(reps):
+        flush()
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        samples.append(start.elapsed_time(end) * 1000.0)
+    return samples
+
+
+def time_eager(fn, reps: int) -> list[float]:
+    """A plain Python loop of calls between two events: what a user's code sees, dispatch and
+    launch overhead included."""
+    fn()
+    calls = _calls_for(fn)
+    start, end = _events()
+    samples = []
+    for _ in range(reps):
+        start.record()
+        for _ in range(calls):
+            fn()
+        end.record()
+        end.synchronize()
+        samples.append(start.elapsed_time(end) * 1000.0 / calls)
+    return samples
+
+
+def time_wall(fn, reps: int) -> list[float]:
+    """CPU: wall clock around each call."""
+    fn()
+    samples = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        fn()
+        samples.append((time.perf_counter() - t0) * 1e6)
+    return samples
+
+
+def quantiles(samples: list[float]) -> tuple[float, float, float]:
+    """Median, 10th and 90th percentile (nearest rank)."""
+    s = sorted(samples)
+    pick = lambda q: s[min(len(s) - 1, max(0, round(q * (len(s) - 1))))]  # noqa: E731
+    mid = len(s) // 2
+    median = s[mid] if len(s) % 2 else (s[mid - 1] + s[mid]) / 2
+    return median, pick(0.1), pick(0.9)
