@@ -32,17 +32,51 @@ inline constexpr int64_t kSingleBlockVectors = 8192;  // 128 KiB
 inline constexpr int kCombineBlock = 256;
 
 // How a thread adds one 16-byte vector of In into a counter. In general: convert each
-// element to the accumulator and add. kFlushEvery: loop iterations after which the counters
-// are added into the accumulator and reset (0: they are the accumulator).
+// element to the accumulator, add the vector's elements pairwise, add that to the counter.
+// (Adding them one by one into the counter made float32 errors at 2^26 about four times
+// larger: the counter's chain of additions is four times longer.) kFlushEvery: loop
+// iterations after which the counters are added into the accumulator and reset (0: they are
+// the accumulator).
+// t[0] = sum of t[0..N), adding halves: t[j] += t[j + N/2], then quarters, ... (N a power
+// of two). Recursion on N rather than a loop over the stride: every loop then has a constant
+// trip count, is unrolled, and the array stays in registers.
+template <int N, class A>
+__device__ __forceinline__ void pairwise_in_place(A* t) {
+  static_assert((N & (N - 1)) == 0, "a power of two");
+  if constexpr (N > 1) {
+#pragma unroll
+    for (int j = 0; j < N / 2; ++j) t[j] += t[j + N / 2];
+    pairwise_in_place<N / 2>(t);
+  }
+}
+
+template <class In>
+__device__ __forceinline__ void unpack(const uint4& v, In (&e)[16 / sizeof(In)]) {
+  if constexpr (sizeof(In) == 1) {  // shifts: a byte-wise memcpy would go through local memory
+    const unsigned words[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+    for (int j = 0; j < 16; ++j) {
+      const auto byte = static_cast<uint8_t>(words[j / 4] >> (8 * (j % 4)));
+      memcpy(&e[j], &byte, 1);
+    }
+  } else {
+    memcpy(e, &v, 16);
+  }
+}
+
 template <class In, class Mid, class Acc>
 struct VecAdd {
   using Counter = Acc;
   static constexpr int kFlushEvery = 0;
   __device__ __forceinline__ static void add(Counter& c, const uint4& v) {
-    In e[16 / sizeof(In)];
-    memcpy(e, &v, 16);
+    constexpr int kPer = 16 / sizeof(In);
+    In e[kPer];
+    unpack(v, e);
+    Acc t[kPer];
 #pragma unroll
-    for (int j = 0; j < int(16 / sizeof(In)); ++j) c += Load<In, Mid, Acc>::apply(e[j]);
+    for (int j = 0; j < kPer; ++j) t[j] = Load<In, Mid, Acc>::apply(e[j]);
+    pairwise_in_place<kPer>(t);
+    c += t[0];
   }
 };
 
@@ -152,8 +186,11 @@ __device__ __forceinline__ typename R::Acc thread_sum(const typename R::In* x, V
       if (first + u * kVecBlock < s.vectors)
         Add::add(c[u], __ldg(v + full_tiles * kVecTile + u * kVecBlock));
   }
+  Acc total[kVecUnroll];  // the counters, widened, added pairwise
 #pragma unroll
-  for (int u = 0; u < kVecUnroll; ++u) acc += Acc(c[u]);
+  for (int u = 0; u < kVecUnroll; ++u) total[u] = Acc(c[u]);
+  pairwise_in_place<kVecUnroll>(total);
+  acc += total[0];
   if (has_head) acc += R::convert(head);
   if (has_tail) acc += R::convert(tail);
   return acc;
