@@ -58,7 +58,7 @@ constexpr VariantDoc kDocs[] = {
     {"auto", "vector_sum_kernel, combine_partials_kernel (kernels/vector.cuh)",
      "16-byte loads with the misaligned head and tail peeled, 4 in flight per thread; 1-byte and "
      "int16 inputs counted by __dp4a / __dp2a in 32-bit registers; one block for small inputs, "
-     "else 4 per multiprocessor and an overlapped (PDL) second kernel adding their partials in order",
+     "else as many blocks as fit at once and an overlapped (PDL) second kernel adding their partials in order",
      "-", "our fastest: everything above that pays, plus vector loads and packed-integer counting",
      false},
 };

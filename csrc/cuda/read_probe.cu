@@ -27,7 +27,8 @@ __global__ void __launch_bounds__(kVecBlock) read_probe_kernel(const uint4* v, i
 cudaError_t launch_read_probe(const void* data, int64_t bytes, unsigned* out, cudaStream_t stream,
                               int sm_count) {
   const int64_t vectors = bytes / 16;
-  const int64_t blocks = std::clamp<int64_t>(ceil_div(vectors, kVecTile), 1, int64_t(sm_count) * kVecBlocksPerSm);
+  const int64_t blocks = std::clamp<int64_t>(
+      ceil_div(vectors, kVecTile), 1, int64_t(sm_count) * resident_blocks_per_sm<read_probe_kernel>(kVecBlock));
   read_probe_kernel<<<unsigned(blocks), kVecBlock, 0, stream>>>(static_cast<const uint4*>(data), vectors, out);
   return last_launch_error();
 }

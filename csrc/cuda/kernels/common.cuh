@@ -8,6 +8,8 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <type_traits>
 
@@ -144,6 +146,28 @@ __device__ __forceinline__ A block_reduce(A v) {
     v = warp_reduce<Op>(v);
   }
   return v;
+}
+
+// How many blocks of `threads` threads of Kernel fit on one multiprocessor of the current
+// device: a grid of that many per multiprocessor runs in one wave. (A fixed guess went wrong
+// when a kernel needed more registers: one block in four waited for a second wave.) Cached
+// per device, since it depends only on the kernel and the device.
+template <auto Kernel>
+int resident_blocks_per_sm(int threads) {
+  constexpr int kDevices = 64;
+  static std::atomic<int> cache[kDevices];  // 0: not asked yet
+  int device = 0;
+  cudaGetDevice(&device);
+  int blocks = device < kDevices ? cache[device].load(std::memory_order_relaxed) : 0;
+  if (blocks == 0) {
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, Kernel, threads, 0) != cudaSuccess) {
+      cudaGetLastError();  // clear it; one block per multiprocessor still works
+      blocks = 1;
+    }
+    blocks = std::max(blocks, 1);
+    if (device < kDevices) cache[device].store(blocks, std::memory_order_relaxed);
+  }
+  return blocks;
 }
 
 inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }

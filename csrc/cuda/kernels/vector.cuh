@@ -7,8 +7,9 @@
 //  - Accumulation in registers in the narrowest exact type: 1-byte inputs are counted four
 //    at a time by __dp4a and int16 two at a time by __dp2a into 32-bit counters, widened
 //    into the 64-bit sum before they could overflow; nothing is widened in memory.
-//  - One block for small inputs (one launch). Otherwise four blocks of 512 threads per
-//    multiprocessor (all the threads it holds) each write a partial, and a second kernel, launched with programmatic
+//  - One block for small inputs (one launch). Otherwise as many blocks of 512 threads as
+//    fit on the device at once (4 per multiprocessor at up to 32 registers a thread, 3 for
+//    the 8-byte accumulators) each write a partial, and a second kernel, launched with programmatic
 //    dependence so its launch overlaps the first, adds the partials in block order.
 // The data each thread and block reads is fixed by n, the alignment and the device, so
 // the result is the same bits on every call and every graph replay.
@@ -25,7 +26,6 @@ namespace treduce::cuda {
 
 inline constexpr int kVecBlock = 512;
 inline constexpr int kVecUnroll = 4;
-inline constexpr int kVecBlocksPerSm = 4;
 inline constexpr int64_t kVecTile = int64_t(kVecBlock) * kVecUnroll;
 // Up to this many 16-byte vectors one block does it all, saving the second launch.
 inline constexpr int64_t kSingleBlockVectors = 8192;  // 128 KiB
@@ -230,7 +230,8 @@ cudaError_t run_vector(const SumArgs& a, size_t* workspace_bytes) {
   const int64_t blocks =
       s.vectors <= kSingleBlockVectors
           ? 1
-          : std::min<int64_t>(ceil_div(s.vectors, kVecTile), int64_t(a.sm_count) * kVecBlocksPerSm);
+          : std::min<int64_t>(ceil_div(s.vectors, kVecTile),
+                              int64_t(a.sm_count) * resident_blocks_per_sm<vector_sum_kernel<R>>(kVecBlock));
   if (workspace_bytes) {
     *workspace_bytes = blocks > 1 ? size_t(blocks) * sizeof(Acc) : 0;
     return cudaSuccess;
