@@ -10,7 +10,7 @@ from util import DTYPES, HAS_CUDA, checked_sum, cuda_only, device_params, exact_
 FAST = [p for p in device_params() if p.values[1] in ("auto", "cub")]
 
 
-@pytest.mark.parametrize("n", [1, 17, 100_003])
+@pytest.mark.parametrize("n", [1, 17, 100_003, 1_000_003])
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 @pytest.mark.parametrize("device,variant", device_params())
 def test_storage_offsets(device, variant, dtype, n):

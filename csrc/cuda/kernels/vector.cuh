@@ -2,7 +2,8 @@
 // taught (many loads in flight per thread, a fixed grid of resident blocks, register
 // accumulation, shuffles) and adds what reaches the memory limit on Hopper:
 //  - 16-byte loads for every dtype. A storage offset only peels a head of fewer than 16
-//    bytes (and the tail) into scalar loads; the body stays vectorised.
+//    bytes (and the tail) into scalar loads, done off the critical path; the body stays
+//    vectorised.
 //  - kVecUnroll independent 16-byte loads issued before any of them is used.
 //  - Accumulation in registers in the narrowest exact type: 1-byte inputs are counted four
 //    at a time by __dp4a and int16 two at a time by __dp2a into 32-bit counters, widened
@@ -140,24 +141,36 @@ VecSplit split_at_vectors(const void* p, int64_t n) {
   return {head, vectors, n - head - vectors * per_vector};
 }
 
+// The head and tail, fewer than one vector each: thread t takes head element t and tail
+// element t where they exist. Loaded when constructed, added by sum().
+template <class R>
+struct Ends {
+  using In = typename R::In;
+  bool has_head, has_tail;
+  In head, tail;
+  __device__ __forceinline__ Ends(const In* x, VecSplit s, int64_t t)
+      : has_head(t < s.head), has_tail(t < s.tail) {
+    head = has_head ? x[t] : In();
+    tail = has_tail ? x[s.head + s.vectors * (16 / int64_t(sizeof(In))) + t] : In();
+  }
+  __device__ __forceinline__ typename R::Acc sum() const {
+    auto v = R::Op::identity();
+    if (has_head) v += R::convert(head);
+    if (has_tail) v += R::convert(tail);
+    return v;
+  }
+};
+
 // The vectors come in tiles of kVecTile (32 KiB). Block b reads tiles b, b + gridDim,
 // b + 2 gridDim, ...; inside a tile thread t reads vectors t, t + 512, t + 1024 and t + 1536,
 // so each load instruction of the block covers 8 KiB in one piece and each block streams
-// through memory in order. The head and tail go one element to a thread.
-
+// through memory in order.
 template <class R>
-__device__ __forceinline__ typename R::Acc thread_sum(const typename R::In* x, VecSplit s) {
+__device__ __forceinline__ typename R::Acc tile_sum(const typename R::In* x, VecSplit s) {
   using In = typename R::In;
   using Acc = typename R::Acc;
   using Add = VecAdd<In, typename R::Mid, Acc>;
-  constexpr int64_t per_vector = 16 / sizeof(In);
-  // Head and tail loads are issued first and used last, so their latency hides behind the tiles.
-  const int64_t t = int64_t(blockIdx.x) * kVecBlock + threadIdx.x;
-  const bool has_head = t < s.head, has_tail = t < s.tail;
-  const In head = has_head ? x[t] : In();
-  const In tail = has_tail ? x[s.head + s.vectors * per_vector + t] : In();
   Acc acc = R::Op::identity();
-
   const uint4* v = reinterpret_cast<const uint4*>(x + s.head) + threadIdx.x;
   typename Add::Counter c[kVecUnroll] = {};
   const int64_t full_tiles = s.vectors / kVecTile;
@@ -190,12 +203,12 @@ __device__ __forceinline__ typename R::Acc thread_sum(const typename R::In* x, V
 #pragma unroll
   for (int u = 0; u < kVecUnroll; ++u) total[u] = Acc(c[u]);
   pairwise_in_place<kVecUnroll>(total);
-  acc += total[0];
-  if (has_head) acc += R::convert(head);
-  if (has_tail) acc += R::convert(tail);
-  return acc;
+  return acc + total[0];
 }
 
+// With one block it also adds the head and tail. With several, the combine kernel does:
+// the compiler moved those loads to their use at the end of the tiles, where they cost the
+// first block a memory round trip of its own (uint8, 2^20, one element off: +19%).
 template <class R>
 __global__ void __launch_bounds__(kVecBlock)
 vector_sum_kernel(const typename R::In* x, VecSplit s, Sink out) {
@@ -203,22 +216,26 @@ vector_sum_kernel(const typename R::In* x, VecSplit s, Sink out) {
   // Lets the combine kernel launch now; it still waits for this whole grid to finish.
   cudaTriggerProgrammaticLaunchCompletion();
 #endif
-  auto v = thread_sum<R>(x, s);
+  auto v = tile_sum<R>(x, s);
+  if (gridDim.x == 1) v += Ends<R>(x, s, threadIdx.x).sum();
   v = block_reduce<typename R::Op, kVecBlock>(v);
   if (threadIdx.x == 0) store(out, blockIdx.x, v);
 }
 
 // Adds the block partials in block order (each thread a fixed stride of them, then a fixed
-// tree), so the result does not depend on which block finished first.
-template <class Op>
+// tree), so the result does not depend on which block finished first; and the head and tail,
+// loaded before waiting for the first kernel (the input was complete before that started).
+template <class R>
 __global__ void __launch_bounds__(kCombineBlock)
-combine_partials_kernel(const typename Op::acc_t* partials, int n, Sink out) {
+combine_partials_kernel(const typename R::Acc* partials, int n, const typename R::In* x,
+                        VecSplit s, Sink out) {
+  const Ends<R> ends(x, s, threadIdx.x);
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   cudaGridDependencySynchronize();  // the first kernel has finished and its writes are visible
 #endif
-  auto v = Op::identity();
-  for (int i = threadIdx.x; i < n; i += kCombineBlock) v = Op::combine(v, partials[i]);
-  v = block_reduce<Op, kCombineBlock>(v);
+  auto v = R::Op::identity();
+  for (int i = threadIdx.x; i < n; i += kCombineBlock) v = R::Op::combine(v, partials[i]);
+  v = block_reduce<typename R::Op, kCombineBlock>(v + ends.sum());
   if (threadIdx.x == 0) store(out, 0, v);
 }
 
@@ -255,8 +272,8 @@ cudaError_t run_vector(const SumArgs& a, size_t* workspace_bytes) {
   config.stream = a.stream;
   config.attrs = overlap;
   config.numAttrs = a.cc_major >= 9 ? 1 : 0;  // programmatic dependence needs sm_90
-  return cudaLaunchKernelEx(&config, combine_partials_kernel<typename R::Op>,
-                            static_cast<const Acc*>(partials), int(blocks), result);
+  return cudaLaunchKernelEx(&config, combine_partials_kernel<R>, static_cast<const Acc*>(partials),
+                            int(blocks), x, s, result);
 }
 
 }  // namespace treduce::cuda
