@@ -57,18 +57,17 @@ def test_graph_replays_bitwise_identical(variant, n):
 @pytest.mark.parametrize("n", [2**20, 2**26])
 def test_float32_error_at_most_twice_torch(n):
     """On N(0,1) data, auto's float32 error against the float64 sum is no worse than twice
-    torch.sum's on the same data (median over several draws, so one lucky draw of torch's
-    rounding does not decide it)."""
+    torch.sum's on the same data. Both errors are around one unit in the last place of the
+    result, so one draw decides little: the mean over 16 draws is compared."""
     ours, theirs = [], []
-    for _ in range(7):
+    for _ in range(16):
         gen, _ = fresh_generator("cuda")
         x = torch.randn(n, generator=gen, device="cuda")
         exact = x.double().sum().item()
         ours.append(abs(torch.ops.treduce.sum(x, "auto").item() - exact))
         theirs.append(abs(x.sum().item() - exact))
-    ours.sort()
-    theirs.sort()
-    assert ours[3] <= 2 * theirs[3], f"auto median error {ours[3]:.3g}, torch.sum {theirs[3]:.3g}"
+    mean_ours, mean_theirs = sum(ours) / len(ours), sum(theirs) / len(theirs)
+    assert mean_ours <= 2 * mean_theirs, f"auto mean error {mean_ours:.3g}, torch.sum {mean_theirs:.3g}"
 
 
 @pytest.mark.parametrize(
