@@ -185,6 +185,7 @@ def write_all(out: Path, kind: str, env: dict, rows, config: dict) -> list[Path]
     out.mkdir(parents=True, exist_ok=True)
     stem = "ladder" if kind == "ladder" else "results"
     written = [out / f"{stem}.json", out / f"{stem}.md"]
+    config = {k: v for k, v in config.items() if k != "out"}  # a local path says nothing
     payload = {"kind": kind, "environment": env, "config": config, "rows": [asdict(r) for r in rows]}
     written[0].write_text(json.dumps(payload, indent=1, default=str))
     written[1].write_text(markdown(kind, env, rows))
