@@ -12,6 +12,10 @@ enum class DType : int8_t {
 };
 inline constexpr int kNumDTypes = 10;
 
+// X(name) for every DType, in order.
+#define TREDUCE_DTYPES(X) \
+  X(Bool) X(UInt8) X(Int8) X(Int16) X(Int32) X(Int64) X(Half) X(BFloat16) X(Float) X(Double)
+
 constexpr bool is_integral(DType t) { return t <= DType::Int64; }  // bool too
 
 // What a sum reads (in), converts each element to before accumulating (mid),

@@ -150,16 +150,7 @@ void store(at::Tensor& out, Acc v) {
   case to_scalar_type(DType::D):                                                \
     *out.mutable_data_ptr<ctype_t<DType::D>>() = element_cast<ctype_t<DType::D>>(v); \
     break;
-    TREDUCE_STORE_CASE(Bool)
-    TREDUCE_STORE_CASE(UInt8)
-    TREDUCE_STORE_CASE(Int8)
-    TREDUCE_STORE_CASE(Int16)
-    TREDUCE_STORE_CASE(Int32)
-    TREDUCE_STORE_CASE(Int64)
-    TREDUCE_STORE_CASE(Half)
-    TREDUCE_STORE_CASE(BFloat16)
-    TREDUCE_STORE_CASE(Float)
-    TREDUCE_STORE_CASE(Double)
+    TREDUCE_DTYPES(TREDUCE_STORE_CASE)
 #undef TREDUCE_STORE_CASE
     default: TORCH_INTERNAL_ASSERT(false, "unexpected result dtype");
   }

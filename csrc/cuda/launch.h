@@ -36,7 +36,7 @@ struct SumArgs {
   int64_t n;
   SumTypes types;
   void* out;           // one element of types.out
-  void* workspace;     // sum_workspace_bytes() bytes, 256-byte aligned
+  void* workspace;     // the bytes launch_sum asked for, 256-byte aligned
   cudaStream_t stream;
   int sm_count;        // multiprocessors of the device, for grid sizing
   int cc_major;        // compute capability: 9 and up launch with programmatic dependence

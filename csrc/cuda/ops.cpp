@@ -31,9 +31,14 @@ at::Tensor sum_cuda(const at::Tensor& self, c10::string_view variant,
   at::Tensor out = at::empty({}, self.options().dtype(to_scalar_type(types.out)));
   const cudaDeviceProp* props = at::cuda::getCurrentDeviceProperties();
   const auto v = static_cast<Variant>(index);
-  SumArgs args{x.const_data_ptr(),  x.numel(),      types,          out.mutable_data_ptr(),
-               nullptr,             at::cuda::getCurrentCUDAStream(), props->multiProcessorCount,
-               props->major};
+  SumArgs args{};
+  args.in = x.const_data_ptr();
+  args.n = x.numel();
+  args.types = types;
+  args.out = out.mutable_data_ptr();
+  args.stream = at::cuda::getCurrentCUDAStream();
+  args.sm_count = props->multiProcessorCount;
+  args.cc_major = props->major;
   size_t bytes = 0;
   C10_CUDA_CHECK(launch_sum(v, args, &bytes));
   at::Tensor workspace;

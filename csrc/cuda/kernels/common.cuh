@@ -101,16 +101,7 @@ __device__ void store(Sink s, int64_t i, A v) {
   case DType::D:                                                 \
     static_cast<ctype_t<DType::D>*>(s.ptr)[i] = element_cast<ctype_t<DType::D>>(v); \
     break;
-    TREDUCE_STORE_CASE(Bool)
-    TREDUCE_STORE_CASE(UInt8)
-    TREDUCE_STORE_CASE(Int8)
-    TREDUCE_STORE_CASE(Int16)
-    TREDUCE_STORE_CASE(Int32)
-    TREDUCE_STORE_CASE(Int64)
-    TREDUCE_STORE_CASE(Half)
-    TREDUCE_STORE_CASE(BFloat16)
-    TREDUCE_STORE_CASE(Float)
-    TREDUCE_STORE_CASE(Double)
+    TREDUCE_DTYPES(TREDUCE_STORE_CASE)
 #undef TREDUCE_STORE_CASE
   }
 }
