@@ -10,12 +10,14 @@
 //    into the 64-bit sum before they could overflow; nothing is widened in memory.
 //  - One block for small inputs (one launch). Otherwise as many blocks of 512 threads as
 //    fit on the device at once (4 per multiprocessor at up to 32 registers a thread, 3 for
-//    the 8-byte accumulators) each write a partial, and a second kernel, launched with programmatic
-//    dependence so its launch overlaps the first, adds the partials in block order.
+//    the 8-byte accumulators) each write a partial, and a second kernel, launched with
+//    programmatic dependence so its launch overlaps the first, adds the partials in block
+//    order.
 // The data each thread and block reads is fixed by n, the alignment and the device, so
 // the result is the same bits on every call and every graph replay.
-// Still costs: two launches above the single-block size; partial vectors of the last
-// iteration leave some threads idle on sizes just past a multiple of the grid.
+// Still costs: the second kernel, about 1 us on mid sizes (benchmarks/NOTES.md says why a
+// single kernel with a completion counter was not taken); blocks owning one tile fewer than
+// others idle at the end on sizes just past a multiple of the grid.
 #pragma once
 
 #include <algorithm>
