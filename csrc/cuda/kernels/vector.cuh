@@ -22,6 +22,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <limits>
 
 #include "common.cuh"
 
@@ -83,50 +84,34 @@ struct VecAdd {
   }
 };
 
-// bool and uint8: __dp4a multiplies four bytes by four ones and adds, so a 16-byte vector is
-// four instructions. A counter takes one vector (at most 16 * 255) per iteration.
-struct UnsignedBytesAdd {
-  using Counter = uint32_t;
+// Packed-integer counting for 1- and 2-byte lanes: each 32-bit word of the vector goes
+// through one dot-product instruction against ones, so a vector costs four instructions.
+// __dp4a adds four bytes (signed or unsigned, as its operand types are), __dp2a_lo the two
+// 16-bit halves. A counter takes one vector per iteration and is flushed every kFlushEvery.
+template <class Lane, class C>
+struct PackedAdd {
+  using Counter = C;
   static constexpr int kFlushEvery = 64;
-  __device__ __forceinline__ static void add(uint32_t& c, const uint4& v) {
-    c = __dp4a(v.x, 0x01010101u, c);
-    c = __dp4a(v.y, 0x01010101u, c);
-    c = __dp4a(v.z, 0x01010101u, c);
-    c = __dp4a(v.w, 0x01010101u, c);
+  static_assert(uint64_t(kFlushEvery + 1) * (16 / sizeof(Lane)) *
+                        (uint64_t(std::numeric_limits<Lane>::max()) + (std::is_signed_v<Lane> ? 1 : 0)) <=
+                    uint64_t(std::numeric_limits<C>::max()),
+                "the counter cannot overflow between flushes");
+  __device__ __forceinline__ static C dot(unsigned word, C c) {
+    if constexpr (sizeof(Lane) == 2) return __dp2a_lo(int(word), 0x0101, c);
+    else return __dp4a(C(word), C(0x01010101), c);
+  }
+  __device__ __forceinline__ static void add(C& c, const uint4& v) {
+    c = dot(v.x, c);
+    c = dot(v.y, c);
+    c = dot(v.z, c);
+    c = dot(v.w, c);
   }
 };
-static_assert((UnsignedBytesAdd::kFlushEvery + 1) * 16 * 255ull < (1ull << 32), "uint32 counter");
 
-struct SignedBytesAdd {
-  using Counter = int32_t;
-  static constexpr int kFlushEvery = 64;
-  __device__ __forceinline__ static void add(int32_t& c, const uint4& v) {
-    c = __dp4a(int(v.x), 0x01010101, c);
-    c = __dp4a(int(v.y), 0x01010101, c);
-    c = __dp4a(int(v.z), 0x01010101, c);
-    c = __dp4a(int(v.w), 0x01010101, c);
-  }
-};
-static_assert((SignedBytesAdd::kFlushEvery + 1) * 16 * 128ll < (1ll << 31), "int32 counter");
-
-// int16: __dp2a_lo multiplies the two 16-bit halves of a word by the low two bytes of its
-// second operand (both 1) and adds.
-struct ShortsAdd {
-  using Counter = int32_t;
-  static constexpr int kFlushEvery = 64;
-  __device__ __forceinline__ static void add(int32_t& c, const uint4& v) {
-    c = __dp2a_lo(int(v.x), 0x0101, c);
-    c = __dp2a_lo(int(v.y), 0x0101, c);
-    c = __dp2a_lo(int(v.z), 0x0101, c);
-    c = __dp2a_lo(int(v.w), 0x0101, c);
-  }
-};
-static_assert((ShortsAdd::kFlushEvery + 1) * 8 * 32768ll < (1ll << 31), "int32 counter");
-
-template <> struct VecAdd<bool, bool, int64_t> : UnsignedBytesAdd {};
-template <> struct VecAdd<uint8_t, uint8_t, int64_t> : UnsignedBytesAdd {};
-template <> struct VecAdd<int8_t, int8_t, int64_t> : SignedBytesAdd {};
-template <> struct VecAdd<int16_t, int16_t, int64_t> : ShortsAdd {};
+template <> struct VecAdd<bool, bool, int64_t> : PackedAdd<uint8_t, uint32_t> {};
+template <> struct VecAdd<uint8_t, uint8_t, int64_t> : PackedAdd<uint8_t, uint32_t> {};
+template <> struct VecAdd<int8_t, int8_t, int64_t> : PackedAdd<int8_t, int32_t> {};
+template <> struct VecAdd<int16_t, int16_t, int64_t> : PackedAdd<int16_t, int32_t> {};
 
 // Where the 16-byte vectors are: `head` elements up to the first 16-byte boundary, then
 // `vectors` whole vectors, then `tail` elements (head and tail under 16 bytes each).
