@@ -5,6 +5,8 @@ read bandwidth, as a terminal table, JSON, Markdown and PNG plots.
     python benchmarks/bench.py --quick               # a few cases, to see that it works
     python benchmarks/bench.py --ladder              # the seed 000 optimisation table on this GPU
     python benchmarks/bench.py --dtypes float32,uint8,float32>float64 --sizes 2^20,2^28 --modes hot
+    python benchmarks/bench.py --dims                # sum/mean/amax/amin over one dim (dims.py)
+    python benchmarks/bench.py --dims --ops amax,amin --shapes 4096x4096:0,32x4096x4096
 
 A dtype written "a>b" sums a with dtype=b. Every candidate's result is checked (exactly for
 integer results, against the float64 sum with a stated bound for floats) before it is timed.
@@ -15,6 +17,11 @@ medians over repetitions, p10-p90 as the spread. GB/s counts the bytes the op mu
 read once, result written); where torch.sum moves more (it first widens integer, bool and
 dtype= inputs to the result dtype), `torch_bytes` in the JSON says how much. "read_probe" is the
 project's own kernel that only reads the input: the ceiling for that size.
+
+--dims runs the dims suite instead (dims.py): torch.sum/mean/amax/amin(x, dim=d) against
+torch_reduce's auto on 2-D and 3-D shapes, hot and cold on CUDA, wall clock on the CPU (at smaller
+shapes), and the eager call overhead of a 2^10-element float32 sum through torch.sum,
+torch_reduce.sum and torch.ops.treduce.sum. It writes results_dims.json and results_dims.md.
 """
 
 from __future__ import annotations
@@ -32,6 +39,7 @@ import torch
 import torch_reduce
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import dims  # noqa: E402
 import report  # noqa: E402
 import timing  # noqa: E402
 
@@ -46,6 +54,8 @@ MAX_N = {"atomic": 1 << 24, "single_block": 1 << 24}
 LADDER_CASES = [("int32", 1 << 24), ("float32", 1 << 23), ("int32", 1 << 28), ("float32", 1 << 28)]
 LADDER_RUNGS = ["neighbored", "strided_index", "sequential", "first_add", "unroll4", "unroll8",
                 "unroll_last_warp", "complete_unroll", "two_pass", "block_atomic", "warp_shuffle", "auto"]
+# The eager call-overhead measurement of --dims: a full float32 sum this small is all overhead.
+EAGER_N = 1 << 10
 
 
 @dataclass(frozen=True)
@@ -172,14 +182,7 @@ def measure(case: Case, fns: dict, modes: list[str], reps: int, flush, keep_samp
     for mode in modes:
         timed = {}
         for name, fn in fns.items():
-            if mode == "hot":
-                samples = timing.time_hot(fn, reps)
-            elif mode == "cold":
-                samples = timing.time_cold(fn, reps, flush)
-            elif mode == "eager":
-                samples = timing.time_eager(fn, reps)
-            else:
-                samples = timing.time_wall(fn, reps)
+            samples = timing.time_mode(mode, fn, reps, flush)
             med, p10, p90 = timing.quantiles(samples)
             row = Row(case.op, case.label, case.n, case.offset, name, mode, med, p10, p90,
                       nbytes / med / 1e3, nbytes, tbytes, samples_us=samples if keep_samples else None)
@@ -191,6 +194,28 @@ def measure(case: Case, fns: dict, modes: list[str], reps: int, flush, keep_samp
                 row.vs_cub = timed["cub"].median_us / row.median_us
             if "read_probe" in timed:
                 row.pct_of_read = 100.0 * timed["read_probe"].median_us / row.median_us
+    return rows
+
+
+def eager_overhead(device: str, reps: int, keep_samples: bool = True) -> list[Row]:
+    """The cost of one call from Python: a full float32 sum of EAGER_N elements through torch.sum,
+    torch_reduce.sum and the op itself, each timed around a plain Python loop (events on CUDA,
+    wall clock on the CPU), each result checked first."""
+    case = Case("sum", torch.float32, None, EAGER_N)
+    x, _ = make_input(case, device)
+    want, tol = reference(x, torch.float32)
+    fns = {"torch.sum": lambda: torch.sum(x), "torch_reduce.sum": lambda: torch_reduce.sum(x),
+           "torch.ops.treduce.sum": lambda: torch.ops.treduce.sum(x)}
+    rows = []
+    for name, fn in fns.items():
+        check(f"{name} on float32 n={EAGER_N}", fn(), want, tol)
+        samples = timing.time_eager(fn, reps) if device == "cuda" else timing.time_eager_wall(fn, reps)
+        med, p10, p90 = timing.quantiles(samples)
+        nbytes = bytes_moved(case)
+        rows.append(Row(case.op, case.label, case.n, 0, name, "eager", med, p10, p90, nbytes / med / 1e3, nbytes,
+                        nbytes, samples_us=samples if keep_samples else None))
+    for row in rows:
+        row.speedup_vs_torch = rows[0].median_us / row.median_us
     return rows
 
 
@@ -272,24 +297,37 @@ def environment(device: str) -> dict:
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--device", choices=["cuda", "cpu"], default="cuda" if torch.cuda.is_available() else "cpu")
-    parser.add_argument("--ops", default="sum", help=f"comma-separated from {', '.join(OPS)}")
+    parser.add_argument("--ops", help=f"comma-separated from {', '.join(OPS)} (default sum); "
+                        f"with --dims from {', '.join(dims.OPS)} (default all)")
     parser.add_argument("--sizes", help="comma-separated element counts, e.g. 2^10,2^20,1000003 "
                         "(default: 2^10 to 2^30 in steps of 4x on CUDA, to 2^24 on the CPU)")
-    parser.add_argument("--dtypes", help="comma-separated; a>b sums a with dtype=b (default: every dtype, and float32>float64)")
+    parser.add_argument("--dtypes", help="comma-separated; a>b sums a with dtype=b (default: every dtype, and "
+                        "float32>float64); with --dims float dtypes only (default float32,bfloat16)")
     parser.add_argument("--variants", help="comma-separated (default: all of the device's)")
-    parser.add_argument("--modes", help=f"comma-separated from {', '.join(MODES['cuda'])} (CUDA) or wall (CPU)")
+    parser.add_argument("--modes", help=f"comma-separated from {', '.join(MODES['cuda'])} (CUDA; with --dims "
+                        f"{', '.join(dims.MODES['cuda'])}) or wall (CPU)")
     parser.add_argument("--offset", type=int, default=0, help="start the input this many elements past a 16-byte boundary")
     parser.add_argument("--reps", type=int, help="timed repetitions per candidate and mode (default 20; 5 with --quick)")
     parser.add_argument("--quick", action="store_true", help="a few small cases, hot mode only, 5 repetitions")
     parser.add_argument("--ladder", action="store_true", help="the seed 000 optimisation table (CUDA), instead of the sweep")
-    parser.add_argument("--out", type=Path, default=Path("bench_out"), help="folder for results.json, results.md and the plots")
+    parser.add_argument("--dims", action="store_true", help="the dims suite (sum, mean, amax, amin over one dim, "
+                        "against torch's own; dims.py) and the eager call overhead, instead of the sweep")
+    parser.add_argument("--shapes", help="with --dims: comma-separated shapes such as 4096x4096 (reduced at dims -1, 0 "
+                        "and every middle dim) or 4096x4096:0 (at dim 0 only); every op runs on every shape "
+                        "(default: the suite's cases, smaller on the CPU)")
+    parser.add_argument("--out", type=Path, default=Path("bench_out"),
+                        help="folder for results.json, results.md and the plots (results_dims.* with --dims)")
     args = parser.parse_args(argv)
 
     if args.device == "cuda" and not torch.cuda.is_available():
         parser.error("no CUDA device: use --device cpu")
     if args.ladder and args.device != "cuda":
         parser.error("--ladder needs a CUDA device")
-    args.ops = [o.strip() for o in args.ops.split(",")]
+    if args.dims:
+        return _dims_args(parser, args)
+    if args.shapes:
+        parser.error("--shapes needs --dims")
+    args.ops = [o.strip() for o in (args.ops or "sum").split(",")]
     if unknown := sorted(set(args.ops) - set(OPS)):
         parser.error(f"unknown ops: {', '.join(unknown)}; available: {', '.join(OPS)}")
     available = [v.name for v in torch_reduce.variants(args.device)]
@@ -323,8 +361,58 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
+def _dims_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> argparse.Namespace:
+    """parse_args for --dims: ops, shapes, float dtypes, hot/cold or wall."""
+    if args.ladder:
+        parser.error("--dims and --ladder are separate runs")
+    for flag, given in (("--sizes", args.sizes), ("--variants", args.variants), ("--offset", args.offset)):
+        if given:
+            parser.error(f"{flag} does not apply to --dims (it times auto on --shapes)")
+    args.variants = ["auto"]
+    args.ops = [o.strip() for o in args.ops.split(",")] if args.ops else list(dims.OPS)
+    if unknown := sorted(set(args.ops) - set(dims.OPS)):
+        parser.error(f"unknown ops: {', '.join(unknown)}; available with --dims: {', '.join(dims.OPS)}")
+    try:
+        args.shapes = [dims.parse_shape(s) for s in args.shapes.split(",")] if args.shapes else None
+        args.dtypes = ([parse_dtype(d) for d in args.dtypes.split(",")] if args.dtypes
+                       else [(d, None) for d in dims.DTYPES])
+    except ValueError as e:
+        parser.error(str(e))
+    if bad := [d for d, o in args.dtypes if o is not None or d not in dims.FLOATS]:
+        parser.error(f"--dims takes float dtypes ({', '.join(str(d).removeprefix('torch.') for d in dims.FLOATS)}), "
+                     f"not {', '.join(str(d).removeprefix('torch.') for d in bad)} or a>b")
+    modes = dims.MODES[args.device]
+    if args.modes:
+        args.modes = [m.strip() for m in args.modes.split(",")]
+        if unknown := sorted(set(args.modes) - set(modes)):
+            parser.error(f"modes with --dims on {args.device}: {', '.join(modes)}; not {', '.join(unknown)}")
+    else:
+        args.modes = ["hot"] if args.quick and args.device == "cuda" else list(modes)
+    args.reps = args.reps or (5 if args.quick else 20)
+    return args
+
+
+def main_dims(args: argparse.Namespace) -> int:
+    cases = dims.suite(args.device, args.ops, [d for d, _ in args.dtypes], args.shapes)
+    progress = Progress(len(cases))
+    rows = dims.run(cases, args.device, args.modes, args.reps, progress=progress.step)
+    progress.close()
+    eager = eager_overhead(args.device, args.reps)
+    env = environment(args.device)
+    report.write_dims(args.out, env, rows, eager, vars(args))
+    print(report.dims_terminal_table(rows))
+    print(f"\neager call overhead, full sum of {report.size_label(EAGER_N)} float32:\n{report.eager_table(eager)}")
+    print(f"\n{env.get('gpu', env.get('cpu'))}, torch {env['torch']}, CUDA {env['cuda']}; results in {args.out}/")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.dims:
+        if args.device == "cpu":
+            print("no CUDA device: the dims suite on the CPU" + ("" if args.shapes else ", at smaller shapes"),
+                  file=sys.stderr)
+        return main_dims(args)
     if args.device == "cpu":
         print("no CUDA device: benchmarking the CPU variants against torch.sum on the CPU", file=sys.stderr)
     if args.ladder:

@@ -198,3 +198,85 @@ def write_all(out: Path, kind: str, env: dict, rows, config: dict) -> list[Path]
                 written.append(out / f"gbps_{mode}.png")
                 plot_sweep(rows, written[-1], mode)
     return written
+
+
+# The dims suite (bench.py --dims, dims.py): rows carry a shape and a dim instead of n and offset.
+
+DIMS_MODES = {
+    "hot": "hot: the median time per call over replays of a CUDA graph of many calls (inputs that fit stay in L2)",
+    "cold": "cold: one call after reading a buffer twice the size of L2 (the input comes from DRAM)",
+    "wall": "wall: wall clock around one call on the CPU",
+}
+
+
+def shape_label(shape) -> str:
+    return "x".join(str(s) for s in shape)
+
+
+def _by_dims_case(rows):
+    cases = defaultdict(dict)
+    for r in rows:
+        cases[(r.op, r.dtype, tuple(r.shape), r.dim, r.mode)][r.candidate] = r
+    return cases
+
+
+def dims_terminal_table(rows) -> str:
+    lines = [f"{'op':5} {'dtype':9} {'shape':14} {'dim':>3} {'candidate':10} {'mode':5} {'median us':>10} "
+             f"{'p10-p90 us':>19} {'GB/s':>8} {'vs torch':>8}"]
+    for r in rows:
+        lines.append(f"{r.op:5} {r.dtype:9} {shape_label(r.shape):14} {r.dim:>3} {r.candidate:10} {r.mode:5} "
+                     f"{r.median_us:>10.2f} {f'{r.p10_us:.2f}-{r.p90_us:.2f}':>19} {r.gbps:>8.1f} "
+                     f"{_fmt(r.speedup_vs_torch, '7.2f'):>7}x")
+    return "\n".join(lines)
+
+
+def dims_markdown_table(rows, mode: str) -> str:
+    """auto against torch's own function, one row per op, dtype, shape and dim."""
+    head = ["op", "dtype", "shape", "dim", "torch us", f"{HEADLINE} us", f"{HEADLINE} p10-p90 us", "torch GB/s",
+            f"{HEADLINE} GB/s", f"{HEADLINE} vs torch"]
+    body = []
+    for (op, dtype, shape, dim, m), cands in _by_dims_case(rows).items():
+        if m != mode or HEADLINE not in cands:
+            continue
+        a, t = cands[HEADLINE], cands[f"torch.{op}"]
+        body.append([op, dtype, shape_label(shape), str(dim), f"{t.median_us:.2f}", f"{a.median_us:.2f}",
+                     f"{a.p10_us:.2f}-{a.p90_us:.2f}", f"{t.gbps:.0f}", f"{a.gbps:.0f}", f"{a.speedup_vs_torch:.2f}x"])
+    return _grid(head, body, markdown=True)
+
+
+def eager_table(rows, markdown: bool = False) -> str:
+    """Eager call overhead: each way of calling the sum, its time per call and its time over torch.sum's."""
+    head = ["call", "median us", "p10-p90 us", "time / torch.sum's", "extra us"]
+    base = rows[0].median_us
+    body = [[r.candidate, f"{r.median_us:.2f}", f"{r.p10_us:.2f}-{r.p90_us:.2f}", f"{r.median_us / base:.2f}x",
+             f"{r.median_us - base:+.2f}"] for r in rows]
+    return _grid(head, body, markdown)
+
+
+def dims_markdown(env: dict, rows, eager) -> str:
+    parts = ["# torch_reduce benchmark: dims", "", environment_line(env), "",
+             "Each case reduces one dim of a contiguous tensor (keepdim=False): torch's own function "
+             "(torch.sum, torch.mean, torch.amax, torch.amin) against torch_reduce's auto. GB/s counts the bytes "
+             "the op must move: the input read once and the result written once. Medians over repetitions; "
+             f"vs torch: torch's time over {HEADLINE}'s. Every result was checked before it was timed.", ""]
+    for mode in dict.fromkeys(r.mode for r in rows):
+        parts += [f"## {HEADLINE} against torch, {mode}", "", DIMS_MODES.get(mode, mode) + ".", "",
+                  dims_markdown_table(rows, mode), ""]
+    if eager:
+        how = "CUDA events" if env["device"] == "cuda" else "wall clock"
+        parts += [f"## Eager call overhead: full sum of {size_label(eager[0].n)} {eager[0].dtype}", "",
+                  f"Time per call in a plain Python loop ({how}), dispatch and launch included.", "",
+                  eager_table(eager, markdown=True), ""]
+    return "\n".join(parts)
+
+
+def write_dims(out: Path, env: dict, rows, eager, config: dict) -> list[Path]:
+    """results_dims.json (every sample, the environment) and results_dims.md."""
+    out.mkdir(parents=True, exist_ok=True)
+    written = [out / "results_dims.json", out / "results_dims.md"]
+    config = {k: v for k, v in config.items() if k != "out"}
+    payload = {"kind": "dims", "environment": env, "config": config, "rows": [asdict(r) for r in rows],
+               "eager": [asdict(r) for r in eager]}
+    written[0].write_text(json.dumps(payload, indent=1, default=str))
+    written[1].write_text(dims_markdown(env, rows, eager))
+    return written

@@ -109,6 +109,34 @@ def time_wall(fn, reps: int) -> list[float]:
     return samples
 
 
+def time_eager_wall(fn, reps: int) -> list[float]:
+    """CPU: wall clock around a plain Python loop of calls, the eager timer's CPU counterpart."""
+    fn()
+    t0 = time.perf_counter()
+    fn()
+    calls = max(1, min(MAX_CALLS, int(TARGET_US / max((time.perf_counter() - t0) * 1e6, 1e-3))))
+    samples = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        samples.append((time.perf_counter() - t0) * 1e6 / calls)
+    return samples
+
+
+def time_mode(mode: str, fn, reps: int, flush: L2Flush | None = None) -> list[float]:
+    """The timer a mode names: hot, cold (needs `flush`), eager (CUDA) or wall (CPU)."""
+    if mode == "hot":
+        return time_hot(fn, reps)
+    if mode == "cold":
+        return time_cold(fn, reps, flush)
+    if mode == "eager":
+        return time_eager(fn, reps)
+    if mode == "wall":
+        return time_wall(fn, reps)
+    raise ValueError(f"unknown mode {mode!r}")
+
+
 def quantiles(samples: list[float]) -> tuple[float, float, float]:
     """Median, 10th and 90th percentile (nearest rank)."""
     s = sorted(samples)

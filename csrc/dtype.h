@@ -117,6 +117,15 @@ constexpr bool every_pair_is_instantiated() {
 static_assert(every_pair_is_instantiated(),
               "plan_sum_types produced a combination missing from TREDUCE_SUM_COMBOS");
 
+// amax and amin return the input's dtype and compare half and bfloat16 in float (exact both
+// ways); every other dtype is compared as it is.
+constexpr DType minmax_acc_dtype(DType in) {
+  return in == DType::Half || in == DType::BFloat16 ? DType::Float : in;
+}
+#define TREDUCE_MINMAX_COMBOS(X)                                             \
+  X(Bool, Bool) X(UInt8, UInt8) X(Int8, Int8) X(Int16, Int16) X(Int32, Int32) \
+  X(Int64, Int64) X(Half, Float) X(BFloat16, Float) X(Float, Float) X(Double, Double)
+
 inline const char* dtype_name(DType t) {
   constexpr const char* kNames[kNumDTypes] = {
       "bool", "uint8", "int8", "int16", "int32", "int64",

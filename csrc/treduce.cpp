@@ -7,9 +7,12 @@
 #include <ATen/ops/empty.h>
 #include <torch/library.h>
 
+#include <algorithm>
+#include <limits>
 #include <string>
+#include <vector>
 
-#include "sum_common.h"
+#include "reduce_common.h"
 
 namespace treduce {
 
@@ -21,10 +24,10 @@ std::string supported_dtypes() {
   return s;
 }
 
-DType to_dtype(at::ScalarType t, const char* what) {
+DType to_dtype(ReduceOp op, at::ScalarType t, const char* what) {
   for (int i = 0; i < kNumDTypes; ++i)
     if (kScalarTypes[i] == t) return DType(i);
-  TORCH_CHECK_TYPE(false, "treduce.sum: ", what, " ", c10::toString(t),
+  TORCH_CHECK_TYPE(false, "treduce.", op_name(op), ": ", what, " ", c10::toString(t),
                    " is not supported; supported dtypes: ", supported_dtypes());
 }
 
@@ -55,38 +58,180 @@ std::vector<std::string> variants_op(c10::string_view device) {
 
 }  // namespace
 
-SumTypes check_sum_args(const at::Tensor& self, std::optional<at::ScalarType> dtype) {
-  const DType in = to_dtype(self.scalar_type(), "input dtype");
-  const DType out = dtype ? to_dtype(*dtype, "dtype=") : default_sum_dtype(in);
+const char* op_name(ReduceOp op) {
+  constexpr const char* kNames[] = {"sum", "mean", "amax", "amin"};
+  return kNames[static_cast<int>(op)];
+}
+
+namespace {
+
+// The types of each op, as torch gives them.
+SumTypes plan_types(ReduceOp op, DType in, std::optional<at::ScalarType> dtype) {
+  const char* name = op_name(op);
+  if (op == ReduceOp::Max || op == ReduceOp::Min) return {in, in, minmax_acc_dtype(in), in};
+  const DType out = dtype ? to_dtype(op, *dtype, "dtype=") : default_sum_dtype(in);  // TypeError first
+  if (op == ReduceOp::Mean) {
+    // torch.mean's own wording and exception type.
+    if (dtype) {
+      TORCH_CHECK(at::isFloatingType(*dtype), name,
+                  "(): could not infer output dtype. Optional dtype must be either a floating "
+                  "point or complex dtype. Got: ", c10::toString(*dtype));
+    } else {
+      TORCH_CHECK(!is_integral(in), name,
+                  "(): could not infer output dtype. Input dtype must be either a floating "
+                  "point or complex dtype. Got: ", c10::toString(to_scalar_type(in)));
+    }
+  }
   return plan_sum_types(in, out);
 }
 
-int lookup_variant(c10::DeviceType device, c10::string_view name) {
+// Which dims are reduced: all of them for None or [], else the listed ones, wrapped as torch
+// wraps them (a 0-d tensor takes dim 0 and -1).
+std::vector<bool> reduced_dims(int64_t ndim, at::OptionalIntArrayRef dim) {
+  std::vector<bool> reduced(ndim, !dim || dim->empty());
+  if (!dim) return reduced;
+  std::vector<bool> seen(std::max<int64_t>(ndim, 1), false);
+  for (const int64_t d : *dim) {
+    const int64_t w = c10::maybe_wrap_dim(d, ndim);  // IndexError when out of range
+    // Numbers go into the message as strings: streaming an int64_t into c10::str crashed this
+    // library on a GCC 13 build (the exception never reached Python).
+    TORCH_CHECK(!seen[w], "dim " + std::to_string(w) + " appears multiple times in the list of dims");
+    seen[w] = true;
+    if (ndim > 0) reduced[w] = true;
+  }
+  return reduced;
+}
+
+std::vector<DimInfo> dim_infos(const at::Tensor& x, const std::vector<bool>& reduced) {
+  const int64_t ndim = x.dim();
+  std::vector<DimInfo> dims(ndim);
+  int64_t out_stride = 1;  // the result is contiguous, in the input's dim order
+  for (int64_t i = ndim - 1; i >= 0; --i) {
+    dims[i] = {x.size(i), x.stride(i), reduced[i] ? 0 : out_stride, bool(reduced[i])};
+    if (!reduced[i]) out_stride *= x.size(i);
+  }
+  return dims;
+}
+
+}  // namespace
+
+int lookup_variant(ReduceOp op, c10::DeviceType device, c10::string_view name) {
   const bool on_cpu = device == c10::DeviceType::CPU;
   const VariantTable own = on_cpu ? cpu_variants() : cuda_variants();
   const VariantTable other = on_cpu ? cuda_variants() : cpu_variants();
   const char* here = on_cpu ? "CPU" : "CUDA";
+  const char* what = op_name(op);
   const int i = own.find(name);
-  if (i >= 0) return i;
-  TORCH_CHECK_VALUE(other.find(name) < 0, "treduce.sum: variant '", name, "' runs on ",
+  if (i >= 0 && (op == ReduceOp::Sum || name == "auto")) return i;
+  TORCH_CHECK_VALUE(i < 0, "treduce.", what, ": variant '", name, "' computes sums only; ", what,
+                    " runs 'auto'");
+  TORCH_CHECK_VALUE(other.find(name) < 0, "treduce.", what, ": variant '", name, "' runs on ",
                     on_cpu ? "CUDA" : "CPU", " tensors only; ", here,
                     " tensors can use: ", names(own));
-  TORCH_CHECK_VALUE(false, "treduce.sum: unknown variant '", name, "'; ", here,
+  TORCH_CHECK_VALUE(false, "treduce.", what, ": unknown variant '", name, "'; ", here,
                     " tensors can use: ", names(own));
 }
 
-at::Tensor dense_input(const at::Tensor& self) {
-  return self.is_non_overlapping_and_dense() ? self : self.contiguous();
+Prepared prepare_reduce(ReduceOp op, const at::Tensor& self, c10::string_view variant,
+                        at::OptionalIntArrayRef dim, bool keepdim,
+                        std::optional<at::ScalarType> dtype) {
+  const char* name = op_name(op);
+  TORCH_CHECK(self.device().is_cpu() || self.device().is_cuda(), "treduce.", name,
+              ": expected a CPU or CUDA tensor, got one on ", self.device());
+  Prepared p;
+  p.op = op;
+  p.types = plan_types(op, to_dtype(op, self.scalar_type(), "input dtype"), dtype);
+  p.variant = lookup_variant(op, self.device().type(), variant);
+  p.is_auto = variant == "auto";
+
+  const int64_t ndim = self.dim();
+  const std::vector<bool> reduced = reduced_dims(ndim, dim);
+  std::vector<int64_t> shape;
+  bool full = true;  // every dim of size > 1 reduced: one result
+  for (int64_t i = 0; i < ndim; ++i) {
+    if (!reduced[i]) shape.push_back(self.size(i));
+    else if (keepdim) shape.push_back(1);
+    full = full && (reduced[i] || self.size(i) == 1);
+  }
+  TORCH_CHECK_VALUE(p.is_auto || full, "treduce.sum: variant '", variant,
+                    "' reduces whole tensors only; 'auto' reduces over dims");
+  if ((op == ReduceOp::Max || op == ReduceOp::Min) && self.numel() == 0) {
+    // As torch: no identity to return.
+    TORCH_CHECK(dim && !dim->empty(), name,
+                "(): Expected reduction dim to be specified for input.numel() == 0. Specify the "
+                "reduction dim with the 'dim' argument.");
+    for (int64_t i = 0; i < ndim; ++i)
+      TORCH_CHECK_INDEX(!reduced[i] || self.size(i) != 0, std::string(name) + "(): Expected reduction dim " +
+                                                              std::to_string(i) + " to have non-zero size.");
+  }
+
+  p.out = at::empty(shape, self.options().dtype(to_scalar_type(p.types.out)));
+  if (p.out.numel() == 0) {
+    p.done = true;
+    return p;
+  }
+  if (self.numel() == 0) {  // a reduced dim of size 0: the op's value for no elements
+    if (op == ReduceOp::Mean) p.out.fill_(std::numeric_limits<double>::quiet_NaN());
+    else p.out.zero_();
+    p.done = true;
+    return p;
+  }
+
+  p.input = self;
+  if (!fold_layout(dim_infos(self, reduced), &p.layout)) {
+    // Strides that no single (outer, reduced, inner) view describes: copy with the kept dims
+    // first and the reduced ones last, which always folds into [kept] [reduced].
+    std::vector<int64_t> perm;
+    std::vector<bool> permuted_reduced;
+    for (int pass = 0; pass < 2; ++pass)
+      for (int64_t i = 0; i < ndim; ++i)
+        if (reduced[i] == bool(pass)) {
+          perm.push_back(i);
+          permuted_reduced.push_back(pass);
+        }
+    p.input = self.permute(perm).contiguous();
+    const bool folded = fold_layout(dim_infos(p.input, permuted_reduced), &p.layout);
+    TORCH_INTERNAL_ASSERT(folded, "a contiguous [kept][reduced] tensor must fold");
+  }
+  if (!p.is_auto && !p.layout.is_full_contiguous()) {
+    // The ladder variants read one dense run of memory.
+    p.input = self.contiguous();
+    p.layout = Layout3{};
+    p.layout.reduced = self.numel();
+    p.layout.in_reduced = 1;
+  }
+  return p;
 }
 
-at::Tensor sum(const at::Tensor& x, std::string_view variant,
-               std::optional<at::ScalarType> dtype) {
-  static const auto op =
-      c10::Dispatcher::singleton()
-          .findSchemaOrThrow("treduce::sum", "")
-          .typed<at::Tensor(const at::Tensor&, c10::string_view,
-                            std::optional<at::ScalarType>)>();
-  return op.call(x, c10::string_view(variant.data(), variant.size()), dtype);
+// The C++ entry points: through the dispatcher, so autograd and every other key apply.
+at::Tensor sum(const at::Tensor& x, std::string_view variant, at::OptionalIntArrayRef dim,
+               bool keepdim, std::optional<at::ScalarType> dtype) {
+  static const auto op = c10::Dispatcher::singleton()
+                             .findSchemaOrThrow("treduce::sum", "")
+                             .typed<SumSignature>();
+  return op.call(x, c10::string_view(variant.data(), variant.size()), dim, keepdim, dtype);
+}
+
+at::Tensor mean(const at::Tensor& x, at::OptionalIntArrayRef dim, bool keepdim,
+                std::optional<at::ScalarType> dtype) {
+  static const auto op = c10::Dispatcher::singleton()
+                             .findSchemaOrThrow("treduce::mean", "")
+                             .typed<SumSignature>();
+  return op.call(x, "auto", dim, keepdim, dtype);
+}
+
+at::Tensor amax(const at::Tensor& x, at::OptionalIntArrayRef dim, bool keepdim) {
+  static const auto op = c10::Dispatcher::singleton()
+                             .findSchemaOrThrow("treduce::amax", "")
+                             .typed<MinMaxSignature>();
+  return op.call(x, "auto", dim, keepdim);
+}
+
+at::Tensor amin(const at::Tensor& x, at::OptionalIntArrayRef dim, bool keepdim) {
+  static const auto op = c10::Dispatcher::singleton()
+                             .findSchemaOrThrow("treduce::amin", "")
+                             .typed<MinMaxSignature>();
+  return op.call(x, "auto", dim, keepdim);
 }
 
 #ifndef TREDUCE_WITH_CUDA
@@ -95,10 +240,14 @@ VariantTable cuda_variants() { return {nullptr, 0}; }
 
 }  // namespace treduce
 
-// `dim` and `keepdim` will join `sum` as optional arguments after `variant`,
-// so existing calls keep their meaning.
 TORCH_LIBRARY(treduce, m) {
-  m.def("sum(Tensor self, str variant=\"auto\", *, ScalarType? dtype=None) -> Tensor");
+  // `variant` is the second argument of every op, as it was when sum took no dims.
+  m.def("sum(Tensor self, str variant=\"auto\", int[1]? dim=None, bool keepdim=False, *, "
+        "ScalarType? dtype=None) -> Tensor");
+  m.def("mean(Tensor self, str variant=\"auto\", int[1]? dim=None, bool keepdim=False, *, "
+        "ScalarType? dtype=None) -> Tensor");
+  m.def("amax(Tensor self, str variant=\"auto\", int[1]? dim=None, bool keepdim=False) -> Tensor");
+  m.def("amin(Tensor self, str variant=\"auto\", int[1]? dim=None, bool keepdim=False) -> Tensor");
   m.def("variants(str device) -> str[]", &treduce::variants_op);
   // Diagnostic, for the benchmark (CUDA only): reads every byte of a contiguous tensor and
   // nothing else. The result is meaningless; the time is the memory's read bandwidth.

@@ -1,19 +1,33 @@
-// The C++ entry point for LibTorch users.
+// The C++ entry points for LibTorch users: each calls the op through the dispatcher, so
+// autograd applies as from Python.
 #pragma once
 
 #include <ATen/core/Tensor.h>
 #include <c10/core/ScalarType.h>
+#include <c10/util/OptionalArrayRef.h>
+#include <c10/util/string_view.h>
 
 #include <optional>
 #include <string_view>
 
 namespace treduce {
 
-// torch.ops.treduce.sum through the dispatcher: the sum of all elements of
-// `x` as a 0-d tensor, with torch.sum's result dtype (or `dtype`), computed
-// by the named variant on x's device. See torch_reduce.variants() or the
-// README for the names.
+// The signatures of the sum and mean ops, and of amax and amin (variant second).
+using SumSignature = at::Tensor(const at::Tensor&, c10::string_view, at::OptionalIntArrayRef, bool,
+                                std::optional<at::ScalarType>);
+using MinMaxSignature = at::Tensor(const at::Tensor&, c10::string_view, at::OptionalIntArrayRef, bool);
+
+// torch.sum(x, dim, keepdim, dtype=dtype), computed by the named variant on x's device (see
+// torch_reduce.variants() or the README). dim: nullopt or {} reduces every dim; variants other
+// than "auto" reduce whole tensors only.
 at::Tensor sum(const at::Tensor& x, std::string_view variant = "auto",
+               at::OptionalIntArrayRef dim = std::nullopt, bool keepdim = false,
                std::optional<at::ScalarType> dtype = std::nullopt);
+
+// torch.mean, torch.amax and torch.amin, by "auto".
+at::Tensor mean(const at::Tensor& x, at::OptionalIntArrayRef dim = std::nullopt, bool keepdim = false,
+                std::optional<at::ScalarType> dtype = std::nullopt);
+at::Tensor amax(const at::Tensor& x, at::OptionalIntArrayRef dim = std::nullopt, bool keepdim = false);
+at::Tensor amin(const at::Tensor& x, at::OptionalIntArrayRef dim = std::nullopt, bool keepdim = false);
 
 }  // namespace treduce

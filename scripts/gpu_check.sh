@@ -1,18 +1,22 @@
 #!/usr/bin/env bash
 # The whole check on a GPU machine, in one go: build, the test suite (CUDA and slow cases included),
-# compute-sanitizer's four tools over every CUDA variant, and the benchmark. Logs and results go to
-# $LOGS (default ./gpu_check_out); a summary is printed last and kept in summary.txt. Needs no
-# network: torch, pytest, ninja and cmake must already be installed.
+# compute-sanitizer's four tools over every CUDA variant, and the benchmarks (the full-sum sweep, the
+# dims suite and the ladder). Logs and results go to $LOGS (default ./gpu_check_out); a summary is
+# printed last and kept in summary.txt. Needs no network: torch, pytest, ninja and cmake must
+# already be installed.
 #
 #   bash scripts/gpu_check.sh            # everything
 #   STAGES="build test" bash scripts/gpu_check.sh
 #   BENCH_ARGS="--quick" bash scripts/gpu_check.sh    # arguments for benchmarks/bench.py
-# Each stage has a time limit in seconds (TEST_TIMEOUT, SANITIZE_TIMEOUT per tool, BENCH_TIMEOUT).
+#   DIMS_ARGS="--ops sum" bash scripts/gpu_check.sh   # arguments for benchmarks/bench.py --dims
+# Each stage has a time limit in seconds (TEST_TIMEOUT, SANITIZE_TIMEOUT per tool, BENCH_TIMEOUT for
+# bench, dims and ladder each).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 LOGS=${LOGS:-$PWD/gpu_check_out}
-STAGES=${STAGES:-"build test sanitize bench ladder"}
+STAGES=${STAGES:-"build test sanitize bench dims ladder"}
 BENCH_ARGS=${BENCH_ARGS:-}
+DIMS_ARGS=${DIMS_ARGS:-}
 mkdir -p "$LOGS"
 export PYTHONUNBUFFERED=1
 summary=()
@@ -65,6 +69,16 @@ if has bench; then
     note "bench: ok ($((SECONDS - start)) s); tables in bench.log and bench/results.md"
   else
     note "bench: FAILED"; tail -20 "$LOGS/bench.err"
+  fi
+fi
+
+if has dims; then
+  start=$SECONDS
+  # shellcheck disable=SC2086
+  if timeout "${BENCH_TIMEOUT:-1200}" python3 benchmarks/bench.py --dims --out "$LOGS/bench" $DIMS_ARGS > "$LOGS/dims.log" 2>"$LOGS/dims.err"; then
+    note "dims: ok ($((SECONDS - start)) s); tables in dims.log and bench/results_dims.md"
+  else
+    note "dims: FAILED"; tail -20 "$LOGS/dims.err"
   fi
 fi
 

@@ -2,6 +2,8 @@
 scripts/gpu_check.sh runs under compute-sanitizer (memcheck, racecheck, synccheck, initcheck).
 
 Sizes cover one block, several blocks, and enough blocks for the partials to need two more levels.
+Then auto over dims, for every op: each kernel of kernels/dims.cuh (teams per row, row segments
+with their combine, columns with and without splits, vector and element loads, strided views).
 Exits non-zero if any result is wrong.
 """
 
@@ -28,6 +30,25 @@ CASES = [
 ]
 
 
+def _small_ints(shape, dtype):
+    return torch.randint(0, 4, shape, device="cuda").to(dtype)
+
+
+# (name, input maker, dims): one case per kernel path of kernels/dims.cuh.
+DIMS_CASES = [
+    ("short rows (teams of 2)", lambda d: _small_ints((300, 7), d), -1),
+    ("rows (teams of 32)", lambda d: _small_ints((37, 1000), d), -1),
+    ("long rows (segments + combine)", lambda d: _small_ints((3, 70001), d), -1),
+    ("misaligned rows", lambda d: _small_ints((40, 301), d)[:, 1:], 1),
+    ("strided rows", lambda d: _small_ints((300, 50), d).t(), 1),
+    ("columns (splits + combine)", lambda d: _small_ints((5000, 130), d), 0),
+    ("columns (one split)", lambda d: _small_ints((130, 5000), d), 0),
+    ("3-D middle dim", lambda d: _small_ints((33, 65, 17), d), 1),
+    ("misaligned columns", lambda d: _small_ints((64, 34), d)[:, 1:], 0),
+    ("two dims", lambda d: _small_ints((6, 7, 8), d), (0, 2)),
+]
+
+
 def main() -> int:
     failures = 0
     checked = 0
@@ -38,13 +59,30 @@ def main() -> int:
                 # exact sum rounded once to the result dtype.
                 x = torch.randint(0, 4, (n,), device="cuda").to(dtype)
                 got = torch.ops.treduce.sum(x, variant, dtype=out_dtype)
-                exact = torch.tensor(float(x.to(torch.int64).sum().item()), dtype=torch.float64)
+                exact = torch.tensor(float(x.cpu().to(torch.int64).sum().item()), dtype=torch.float64)
                 want = exact.to(got.dtype).item()
                 got = got.item()
                 checked += 1
                 if got != want:
                     failures += 1
                     print(f"WRONG {variant} {dtype} dtype={out_dtype} n={n}: got {got}, want {want}")
+    for name, make, dims in DIMS_CASES:
+        for dtype in (torch.float32, torch.bfloat16, torch.uint8, torch.int64):
+            x = make(dtype)
+            for op in ("sum", "mean", "amax", "amin"):
+                if op == "mean" and not dtype.is_floating_point:
+                    continue
+                got = getattr(torch_reduce, op)(x, dims)
+                # The reference on the CPU: torch's CUDA reductions read scratch they never
+                # initialised, which initcheck would report among ours.
+                xc = x.cpu()
+                want = getattr(torch, op)(xc.double() if op in ("sum", "mean") else xc, dims).to(got.dtype)
+                checked += 1
+                # Small integers: exact except for mean's division and bfloat16 rounding.
+                ok = torch.allclose(got.cpu().double(), want.double(), rtol=1e-2, atol=1e-3)
+                if not ok:
+                    failures += 1
+                    print(f"WRONG {op} {name} {dtype} dim={dims}")
     print(f"sanitize_cases: {checked - failures} passed, {failures} failed")
     return 1 if failures else 0
 

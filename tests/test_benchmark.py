@@ -1,7 +1,8 @@
 """The benchmark harness, on the CPU: argument parsing, byte accounting, the result checks, and a
-whole run writing every output file."""
+whole run writing every output file; the same for the dims suite (--dims)."""
 
 import json
+import math
 import sys
 from pathlib import Path
 
@@ -10,6 +11,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 import bench  # noqa: E402
+import dims  # noqa: E402
 
 
 def test_sizes_and_dtypes_parse():
@@ -81,3 +83,91 @@ def test_cpu_run_writes_every_output(tmp_path, capsys):
     md = (out / "results.md").read_text()
     assert "## auto against the references, wall" in md and "| float32>float64 | 4097 |" in md
     assert (out / "gbps_wall.png").stat().st_size > 10_000
+
+
+# The dims suite (bench.py --dims): sum, mean, amax, amin over one dim against torch's own.
+
+
+def test_dims_suite_has_every_case():
+    cases = dims.suite("cuda")
+    got = {(c.op, c.dtype, c.shape, c.dim) for c in cases}
+    assert len(got) == len(cases) == 2 * (2 + 2 + 2 + 3 + 3 * 2)
+    for dtype in (torch.float32, torch.bfloat16):
+        for shape, dims_ in [((65536, 128), (-1, 0)), ((128, 65536), (-1, 0)), ((4096, 4096), (-1, 0)),
+                             ((32, 4096, 4096), (-1, 0, 1))]:
+            assert all(("sum", dtype, shape, d) in got for d in dims_)
+        for op in ("mean", "amax", "amin"):
+            assert {(op, dtype, (65536, 128), -1), (op, dtype, (4096, 4096), 0)} <= got
+    cpu = dims.suite("cpu")
+    assert [(c.op, c.dtype, c.dim) for c in cpu] == [(c.op, c.dtype, c.dim) for c in cases]
+    assert all(math.prod(c.shape) <= 1 << 21 for c in cpu)
+    assert [c.op for c in dims.suite("cuda", ops=["amax"])] == ["amax"] * 4
+
+
+def test_dims_arguments():
+    args = bench.parse_args(["--device", "cpu", "--dims"])
+    assert args.ops == ["sum", "mean", "amax", "amin"] and args.modes == ["wall"] and args.shapes is None
+    assert args.dtypes == [(torch.float32, None), (torch.bfloat16, None)] and args.reps == 20
+    args = bench.parse_args(["--device", "cpu", "--dims", "--ops", "amax", "--shapes", "64x8:0,3x4x5,7:-1",
+                             "--dtypes", "float16", "--reps", "3"])
+    assert args.shapes == [((64, 8), 0), ((3, 4, 5), None), ((7,), -1)]
+    assert [(c.shape, c.dim) for c in dims.suite("cpu", args.ops, [torch.float16], args.shapes)] == [
+        ((64, 8), 0), ((3, 4, 5), -1), ((3, 4, 5), 0), ((3, 4, 5), 1), ((7,), -1)]
+    for bad in (["--dims", "--variants", "serial"], ["--dims", "--sizes", "2^10"], ["--dims", "--dtypes", "int32"],
+                ["--dims", "--dtypes", "float32>float64"], ["--dims", "--ops", "prod"], ["--dims", "--modes", "hot"],
+                ["--dims", "--shapes", "4x0"], ["--dims", "--shapes", "4x4:2"], ["--shapes", "4x4"]):
+        with pytest.raises(SystemExit):
+            bench.parse_args(["--device", "cpu", *bad])
+
+
+def test_dims_reference_is_exact_for_extrema_and_bounded_for_sums():
+    x = torch.randn(50, 30)
+    want, tol = dims.reference(x, "amax", 0)
+    assert tol is None and want.dtype == torch.float32 and torch.equal(want, x.amax(0))
+    want, tol = dims.reference(x, "sum", -1)
+    assert want.dtype == torch.float64 and torch.allclose(want, x.double().sum(-1))
+    assert torch.allclose(tol, 30 * 2.0**-24 * x.double().abs().sum(-1) + 2 * 2.0**-24 * want.abs())
+    want, tol = dims.reference(x.bfloat16(), "mean", 0)
+    assert torch.allclose(tol, 2.0**-24 * x.bfloat16().double().abs().sum(0) + 2 * 2.0**-8 * want.abs())
+    assert dims.bytes_moved(dims.DimCase("sum", torch.bfloat16, (32, 64, 16), 1)) == (32 * 64 * 16 + 32 * 16) * 2
+    y = -torch.rand(20, 10, dtype=torch.float64)
+    kept = y.clone()
+    dims.reference(y, "sum", 1)
+    assert torch.equal(y, kept)  # the input is not overwritten
+
+
+def test_a_wrong_dims_result_stops_the_run():
+    def with_a_wrong_candidate(case, x):
+        fns = dims.candidates(case, x)
+        fns["one_off"] = lambda: torch.amax(x, dim=case.dim).index_fill(0, torch.tensor([3]), 0.5)
+        return fns
+
+    case = dims.DimCase("amax", torch.float32, (16, 8), -1)
+    with pytest.raises(AssertionError, match="one_off on amax float32 16x8 dim=-1: 1 of 16 elements wrong; element 3"):
+        dims.run([case], "cpu", ["wall"], 2, make_candidates=with_a_wrong_candidate)
+
+
+def test_cpu_dims_run_writes_every_output(tmp_path, capsys):
+    out = tmp_path / "bench"
+    shapes = "96x40,40x96,6x20x24,33x17:0"
+    assert bench.main(["--device", "cpu", "--dims", "--shapes", shapes, "--reps", "2", "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "vs torch" in printed and "torch.ops.treduce.sum" in printed
+    cases = dims.suite("cpu", dims.OPS, dims.DTYPES, [dims.parse_shape(s) for s in shapes.split(",")])
+    assert len(cases) == 4 * 2 * (2 + 2 + 3 + 1)
+    data = json.loads((out / "results_dims.json").read_text())
+    assert data["kind"] == "dims" and data["environment"]["device"] == "cpu"
+    rows = data["rows"]
+    assert all(r["median_us"] > 0 and r["gbps"] > 0 and len(r["samples_us"]) == 2 and r["mode"] == "wall" for r in rows)
+    got = {(r["op"], r["dtype"], tuple(r["shape"]), r["dim"], r["candidate"]) for r in rows}
+    assert len(got) == len(rows) == 2 * len(cases)
+    md = (out / "results_dims.md").read_text()
+    assert "## auto against torch, wall" in md
+    for c in cases:
+        assert {(c.op, c.dtype_name, c.shape, c.dim, name) for name in (f"torch.{c.op}", "auto")} <= got
+        assert f"| {c.op} | {c.dtype_name} | {dims.shape_label(c.shape)} | {c.dim} |" in md
+    eager = data["eager"]
+    assert [r["candidate"] for r in eager] == ["torch.sum", "torch_reduce.sum", "torch.ops.treduce.sum"]
+    assert all(r["n"] == 1 << 10 and r["dtype"] == "float32" and r["median_us"] > 0 for r in eager)
+    assert "## Eager call overhead: full sum of 2^10 float32" in md and "| torch_reduce.sum |" in md
+    assert not (out / "results.json").exists()  # the sweep's outputs are left alone

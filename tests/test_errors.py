@@ -10,7 +10,7 @@ from util import DEVICES, cuda_only, variant_names
 @pytest.mark.parametrize("device", DEVICES)
 def test_unknown_variant_lists_the_valid_names(device):
     with pytest.raises(ValueError, match="unknown variant 'fastest'") as info:
-        torch_reduce.sum(torch.ones(4, device=device), "fastest")
+        torch_reduce.sum(torch.ones(4, device=device), variant="fastest")
     for name in variant_names(device):
         assert name in str(info.value)
 
@@ -19,13 +19,13 @@ def test_cuda_variant_on_cpu_tensor_names_the_cpu_variants():
     if "warp_shuffle" not in variant_names("cuda"):
         pytest.skip("built without CUDA")
     with pytest.raises(ValueError, match="'warp_shuffle' runs on CUDA tensors only; CPU tensors can use: serial, pairwise, auto"):
-        torch_reduce.sum(torch.ones(4), "warp_shuffle")
+        torch_reduce.sum(torch.ones(4), variant="warp_shuffle")
 
 
 @cuda_only
 def test_cpu_variant_on_cuda_tensor_names_the_cuda_variants():
     with pytest.raises(ValueError, match="'pairwise' runs on CPU tensors only; CUDA tensors can use: neighbored, "):
-        torch_reduce.sum(torch.ones(4, device="cuda"), "pairwise")
+        torch_reduce.sum(torch.ones(4, device="cuda"), variant="pairwise")
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -77,12 +77,12 @@ def test_float_atomics_refused_in_deterministic_mode(variant, deterministic_mode
     x = torch.ones(1000, device="cuda")
     torch.use_deterministic_algorithms(True)
     with pytest.raises(RuntimeError, match=f"variant '{variant}' on floating-point data.*use_deterministic_algorithms"):
-        torch_reduce.sum(x, variant)
+        torch_reduce.sum(x, variant=variant)
     # Integer atomics are exact in any order, so they stay allowed.
-    assert torch_reduce.sum(x.int(), variant).item() == 1000
+    assert torch_reduce.sum(x.int(), variant=variant).item() == 1000
     # warn_only: torch's warning handler prints it (calls through torch.ops do not turn C++
     # warnings into Python ones).
     torch.use_deterministic_algorithms(True, warn_only=True)
     capfd.readouterr()
-    assert torch_reduce.sum(x, variant).item() == 1000
+    assert torch_reduce.sum(x, variant=variant).item() == 1000
     assert f"treduce.sum with variant '{variant}' on floating-point data" in capfd.readouterr().err

@@ -42,13 +42,13 @@ def test_gradient_is_the_broadcast_incoming_gradient(device):
 
 def test_gradcheck():
     x = torch.randn(17, dtype=torch.float64, requires_grad=True)
-    assert torch.autograd.gradcheck(lambda t: torch_reduce.sum(t, "pairwise"), (x,))
+    assert torch.autograd.gradcheck(lambda t: torch_reduce.sum(t, variant="pairwise"), (x,))
 
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_torch_compile_fullgraph(device):
     def f(x):
-        return torch_reduce.sum(x * 2, "auto") + 1
+        return torch_reduce.sum(x * 2, variant="auto") + 1
 
     compiled = torch.compile(f, fullgraph=True)
     x = torch.randn(10_000, device=device)

@@ -20,6 +20,7 @@ def _load_ops_library():
 
 _load_ops_library()
 
-from .ops import SUPPORTED_DTYPES, Variant, result_dtype, sum, variants  # noqa: E402
+from .ops import SUPPORTED_DTYPES, Variant, amax, amin, mean, result_dtype, sum, variants  # noqa: E402
+from .override import override  # noqa: E402
 
-__all__ = ["SUPPORTED_DTYPES", "Variant", "result_dtype", "sum", "variants"]
+__all__ = ["SUPPORTED_DTYPES", "Variant", "amax", "amin", "mean", "override", "result_dtype", "sum", "variants"]

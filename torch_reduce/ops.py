@@ -1,8 +1,13 @@
-"""Typed Python wrappers for the treduce ops, with their fake (meta) and autograd rules."""
+"""Typed Python wrappers for the treduce ops, and their fake (meta) rules.
+
+The autograd formulas are registered in C++ (csrc/autograd.cpp): on the Autograd key a Python
+function would cost every call, with or without gradients, a trip through the interpreter.
+"""
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from collections.abc import Sequence
+from typing import NamedTuple, Union
 
 import torch
 
@@ -12,6 +17,8 @@ SUPPORTED_DTYPES = (
     torch.float16, torch.bfloat16, torch.float32, torch.float64,
 )
 _INTEGRAL = frozenset(SUPPORTED_DTYPES[:6])
+
+Dims = Union[int, Sequence[int], None]
 
 
 class Variant(NamedTuple):
@@ -32,12 +39,38 @@ def result_dtype(input_dtype: torch.dtype, dtype: torch.dtype | None = None) -> 
     return torch.int64 if input_dtype in _INTEGRAL else input_dtype
 
 
-def sum(x: torch.Tensor, variant: str = "auto", *, dtype: torch.dtype | None = None) -> torch.Tensor:
-    """The sum of all elements of ``x``, as ``torch.sum(x, dtype=dtype)`` gives it.
+def _dim_list(dim: Dims) -> list[int] | None:
+    if dim is None:
+        return None
+    if isinstance(dim, int):
+        return [dim]
+    return list(dim)
 
-    ``variant`` names the technique (see :func:`variants`); ``"auto"`` is the fastest one.
+
+def sum(x: torch.Tensor, dim: Dims = None, keepdim: bool = False, *,
+        dtype: torch.dtype | None = None, variant: str = "auto") -> torch.Tensor:
+    """``torch.sum(x, dim, keepdim, dtype=dtype)``: same result dtype, shape and values.
+
+    ``variant`` names the technique (see :func:`variants`); ``"auto"``, the fastest, is the one
+    that reduces over dims, the others reduce whole tensors.
     """
-    return torch.ops.treduce.sum(x, variant, dtype=dtype)
+    return torch.ops.treduce.sum(x, variant, _dim_list(dim), keepdim, dtype=dtype)
+
+
+def mean(x: torch.Tensor, dim: Dims = None, keepdim: bool = False, *,
+         dtype: torch.dtype | None = None, variant: str = "auto") -> torch.Tensor:
+    """``torch.mean(x, dim, keepdim, dtype=dtype)``. Integer inputs need a floating ``dtype``."""
+    return torch.ops.treduce.mean(x, variant, _dim_list(dim), keepdim, dtype=dtype)
+
+
+def amax(x: torch.Tensor, dim: Dims = None, keepdim: bool = False, *, variant: str = "auto") -> torch.Tensor:
+    """``torch.amax(x, dim, keepdim)``, NaN propagating; ``dim=None`` reduces every dim."""
+    return torch.ops.treduce.amax(x, variant, _dim_list(dim), keepdim)
+
+
+def amin(x: torch.Tensor, dim: Dims = None, keepdim: bool = False, *, variant: str = "auto") -> torch.Tensor:
+    """``torch.amin(x, dim, keepdim)``, NaN propagating; ``dim=None`` reduces every dim."""
+    return torch.ops.treduce.amin(x, variant, _dim_list(dim), keepdim)
 
 
 def variants(device: str | torch.device = "cuda") -> list[Variant]:
@@ -53,20 +86,32 @@ def variants(device: str | torch.device = "cuda") -> list[Variant]:
     return out
 
 
+# Shape rules, shared by the fake kernels. Errors are left to the real kernels, which check
+# exactly what torch checks; these only need to be right for valid arguments.
+def _reduced_shape(x: torch.Tensor, dim: list[int] | None, keepdim: bool) -> list[int]:
+    ndim = x.dim()
+    if not dim:
+        reduced = set(range(ndim))
+    else:
+        reduced = {d % max(ndim, 1) for d in dim} if ndim else set()
+    return [1 if i in reduced else s for i, s in enumerate(x.shape) if keepdim or i not in reduced]
+
+
 @torch.library.register_fake("treduce::sum")
-def _sum_fake(x, variant="auto", *, dtype=None):
-    return x.new_empty((), dtype=result_dtype(x.dtype, dtype))
+def _sum_fake(x, variant="auto", dim=None, keepdim=False, *, dtype=None):
+    return x.new_empty(_reduced_shape(x, dim, keepdim), dtype=result_dtype(x.dtype, dtype))
 
 
-def _sum_setup_context(ctx, inputs, keyword_only_inputs, output):
-    x = inputs[0]
-    ctx.input_shape = x.shape
-    ctx.input_dtype = x.dtype
+@torch.library.register_fake("treduce::mean")
+def _mean_fake(x, variant="auto", dim=None, keepdim=False, *, dtype=None):
+    return x.new_empty(_reduced_shape(x, dim, keepdim), dtype=dtype or x.dtype)
 
 
-def _sum_backward(ctx, grad):
-    # d(sum x)/dx_i = 1: every element receives the incoming gradient.
-    return grad.to(ctx.input_dtype).expand(ctx.input_shape), None
+@torch.library.register_fake("treduce::amax")
+def _amax_fake(x, variant="auto", dim=None, keepdim=False):
+    return x.new_empty(_reduced_shape(x, dim, keepdim))
 
 
-torch.library.register_autograd("treduce::sum", _sum_backward, setup_context=_sum_setup_context)
+@torch.library.register_fake("treduce::amin")
+def _amin_fake(x, variant="auto", dim=None, keepdim=False):
+    return x.new_empty(_reduced_shape(x, dim, keepdim))

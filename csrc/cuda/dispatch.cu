@@ -6,7 +6,10 @@ namespace treduce::cuda {
 
 // Defined in kernels/run_sum.cuh, instantiated by the sum_*.cu files.
 template <class In, class Mid, class Acc>
-cudaError_t run_sum(Variant v, const SumArgs& a, size_t* workspace_bytes);
+cudaError_t run_sum(Variant v, const ReduceArgs& a, size_t* workspace_bytes);
+// Defined in kernels/dims.cuh, instantiated by the reduce_*.cu files.
+template <class R>
+cudaError_t run_reduce(const ReduceArgs& a, size_t* workspace_bytes);
 
 namespace {
 
@@ -55,7 +58,8 @@ constexpr VariantDoc kDocs[] = {
     {"cub", "run_cub (kernels/cub.cuh)",
      "cub::DeviceReduce::TransformReduce with the same conversions and accumulator: the in-run reference",
      "-", "-", false},
-    {"auto", "vector_sum_kernel, combine_partials_kernel (kernels/vector.cuh)",
+    {"auto", "vector_sum_kernel, combine_partials_kernel (kernels/vector.cuh); rows_kernel, "
+     "row_segments_kernel, columns_kernel (kernels/dims.cuh)",
      "16-byte loads with the misaligned head and tail peeled, 4 in flight per thread; 1-byte and "
      "int16 inputs counted by __dp4a / __dp2a in 32-bit registers; one block for small inputs, "
      "else as many blocks as fit at once and an overlapped (PDL) second kernel adding their partials in order",
@@ -67,13 +71,44 @@ static_assert(sizeof(kDocs) / sizeof(kDocs[0]) == int(Variant::Auto) + 1,
 
 }  // namespace
 
-cudaError_t launch_sum(Variant v, const SumArgs& a, size_t* workspace_bytes) {
+cudaError_t launch_sum(Variant v, const ReduceArgs& a, size_t* workspace_bytes) {
   const SumTypes& t = a.types;
 #define TREDUCE_DISPATCH(IN, MID, ACC)                                          \
   if (t.in == DType::IN && t.mid == DType::MID && t.acc == DType::ACC)          \
     return run_sum<ctype_t<DType::IN>, ctype_t<DType::MID>, ctype_t<DType::ACC>>(v, a, workspace_bytes);
   TREDUCE_SUM_COMBOS(TREDUCE_DISPATCH)
 #undef TREDUCE_DISPATCH
+  return cudaErrorInvalidValue;
+}
+
+cudaError_t launch_reduce(const ReduceArgs& a, size_t* workspace_bytes) {
+  const SumTypes& t = a.types;
+  switch (a.op) {
+    case ReduceOp::Sum:
+    case ReduceOp::Mean:  // a sum, divided by a.divisor when stored
+#define TREDUCE_DISPATCH(IN, MID, ACC)                                                   \
+  if (t.in == DType::IN && t.mid == DType::MID && t.acc == DType::ACC)                   \
+    return run_reduce<Reduction<ctype_t<DType::IN>, ctype_t<DType::MID>, Sum<ctype_t<DType::ACC>>>>( \
+        a, workspace_bytes);
+      TREDUCE_SUM_COMBOS(TREDUCE_DISPATCH)
+#undef TREDUCE_DISPATCH
+      break;
+#define TREDUCE_DISPATCH(IN, ACC)                                                        \
+  if (t.in == DType::IN)                                                                 \
+    return run_reduce<Reduction<ctype_t<DType::IN>, ctype_t<DType::IN>, OP<ctype_t<DType::ACC>>>>( \
+        a, workspace_bytes);
+    case ReduceOp::Max:
+#define OP MaxOp
+      TREDUCE_MINMAX_COMBOS(TREDUCE_DISPATCH)
+#undef OP
+      break;
+    case ReduceOp::Min:
+#define OP MinOp
+      TREDUCE_MINMAX_COMBOS(TREDUCE_DISPATCH)
+#undef OP
+      break;
+#undef TREDUCE_DISPATCH
+  }
   return cudaErrorInvalidValue;
 }
 

@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "../dtype.h"
+#include "../layout.h"
 #include "../variant.h"
 
 namespace treduce::cuda {
@@ -31,22 +32,28 @@ enum class Variant : int {
   Auto,
 };
 
-struct SumArgs {
-  const void* in;      // n elements of types.in, contiguous
-  int64_t n;
-  SumTypes types;
-  void* out;           // one element of types.out
-  void* workspace;     // the bytes launch_sum asked for, 256-byte aligned
+struct ReduceArgs {
+  const void* in;      // launch_sum: n elements of types.in, contiguous; launch_reduce: element
+  int64_t n;           // (0, 0, 0) of `layout`
+  SumTypes types;      // amax / amin: in = mid = out, acc = minmax_acc_dtype(in)
+  void* out;           // launch_sum: one element of types.out; launch_reduce: element (0, 0)
+  void* workspace;     // the bytes the launcher asked for, 256-byte aligned
   cudaStream_t stream;
   int sm_count;        // multiprocessors of the device, for grid sizing
   int cc_major;        // compute capability: 9 and up launch with programmatic dependence
+  int64_t divisor = 0;           // mean: the results are divided by it
+  ReduceOp op = ReduceOp::Sum;   // launch_reduce only
+  Layout3 layout;                // launch_reduce only
 };
 
 // With workspace_bytes null: enqueues the whole reduction on a.stream and returns the first
 // launch error; never synchronises. Otherwise: stores the scratch the call needs (block
 // partials, an accumulator, CUB's temporary storage; 0 if none) and launches nothing, and
 // a.workspace and a.out are not read.
-cudaError_t launch_sum(Variant v, const SumArgs& a, size_t* workspace_bytes = nullptr);
+cudaError_t launch_sum(Variant v, const ReduceArgs& a, size_t* workspace_bytes = nullptr);
+
+// `auto` for every op over any Layout3 (a.layout, a.op; a.n is not read), same protocol.
+cudaError_t launch_reduce(const ReduceArgs& a, size_t* workspace_bytes = nullptr);
 
 // Streams through `bytes` bytes (16-byte aligned; a multiple of 16 is read) and does nothing
 // else: the bandwidth ceiling the benchmark compares against. See read_probe.cu.

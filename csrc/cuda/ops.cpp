@@ -1,5 +1,5 @@
-// treduce::sum on CUDA tensors: checks, device guard, stream, scratch from the
-// caching allocator, then the torch-free launcher (launch.h). Compiled by the
+// The ops on CUDA tensors: checks, device guard, stream, scratch from the caching
+// allocator, then the torch-free launchers (launch.h). Compiled by the
 // host compiler: torch headers stay out of the .cu files.
 #include <ATen/Context.h>
 #include <ATen/cuda/CUDAContext.h>
@@ -9,45 +9,63 @@
 
 #include <string>
 
-#include "../sum_common.h"
+#include "../reduce_common.h"
 #include "launch.h"
 
 namespace treduce::cuda {
 namespace {
 
-at::Tensor sum_cuda(const at::Tensor& self, c10::string_view variant,
-                    std::optional<at::ScalarType> dtype) {
-  const SumTypes types = check_sum_args(self, dtype);
-  const int index = lookup_variant(c10::DeviceType::CUDA, variant);
-  const VariantDoc& doc = cuda_variants().docs[index];
-  if (doc.float_atomics && !is_integral(types.acc)) {
+// Runs a prepared call: the ladder variants through launch_sum (a full reduction of a
+// contiguous input), auto through launch_reduce (any op, any layout). Scratch comes from the
+// caching allocator, so the call never synchronises and is safe in CUDA graphs.
+at::Tensor run(const Prepared& p) {
+  if (p.done) return p.out;
+  const cudaDeviceProp* props = at::cuda::getCurrentDeviceProperties();
+  ReduceArgs args{};
+  args.in = p.input.const_data_ptr();
+  args.n = p.input.numel();
+  args.types = p.types;
+  args.out = p.out.mutable_data_ptr();
+  args.stream = at::cuda::getCurrentCUDAStream();
+  args.sm_count = props->multiProcessorCount;
+  args.cc_major = props->major;
+  args.divisor = p.op == ReduceOp::Mean ? p.layout.reduced : 0;
+  args.op = p.op;
+  args.layout = p.layout;
+  const auto launch = [&](size_t* workspace_bytes) {
+    return p.is_auto ? launch_reduce(args, workspace_bytes)
+                     : launch_sum(static_cast<Variant>(p.variant), args, workspace_bytes);
+  };
+  size_t bytes = 0;
+  C10_CUDA_CHECK(launch(&bytes));
+  at::Tensor workspace;
+  if (bytes > 0) {
+    workspace = at::empty({static_cast<int64_t>(bytes)}, p.out.options().dtype(at::kByte));
+    args.workspace = workspace.mutable_data_ptr();
+  }
+  C10_CUDA_CHECK(launch(nullptr));
+  return p.out;
+}
+
+template <ReduceOp kOp>
+at::Tensor sum_or_mean_cuda(const at::Tensor& self, c10::string_view variant, at::OptionalIntArrayRef dim,
+                            bool keepdim, std::optional<at::ScalarType> dtype) {
+  const c10::cuda::CUDAGuard guard(self.device());
+  const Prepared p = prepare_reduce(kOp, self, variant, dim, keepdim, dtype);
+  const VariantDoc& doc = cuda_variants().docs[p.variant];
+  if (doc.float_atomics && !is_integral(p.types.acc)) {
     at::globalContext().alertNotDeterministic(
         "treduce.sum with variant '" + std::string(doc.name) +
         "' on floating-point data (it adds with atomics, in varying order)");
   }
+  return run(p);
+}
 
+template <ReduceOp kOp>
+at::Tensor extremum_cuda(const at::Tensor& self, c10::string_view variant, at::OptionalIntArrayRef dim,
+                         bool keepdim) {
   const c10::cuda::CUDAGuard guard(self.device());
-  const at::Tensor x = dense_input(self);
-  at::Tensor out = at::empty({}, self.options().dtype(to_scalar_type(types.out)));
-  const cudaDeviceProp* props = at::cuda::getCurrentDeviceProperties();
-  const auto v = static_cast<Variant>(index);
-  SumArgs args{};
-  args.in = x.const_data_ptr();
-  args.n = x.numel();
-  args.types = types;
-  args.out = out.mutable_data_ptr();
-  args.stream = at::cuda::getCurrentCUDAStream();
-  args.sm_count = props->multiProcessorCount;
-  args.cc_major = props->major;
-  size_t bytes = 0;
-  C10_CUDA_CHECK(launch_sum(v, args, &bytes));
-  at::Tensor workspace;
-  if (bytes > 0) {
-    workspace = at::empty({static_cast<int64_t>(bytes)}, self.options().dtype(at::kByte));
-    args.workspace = workspace.mutable_data_ptr();
-  }
-  C10_CUDA_CHECK(launch_sum(v, args));
-  return out;
+  return run(prepare_reduce(kOp, self, variant, dim, keepdim, std::nullopt));
 }
 
 at::Tensor read_probe_cuda(const at::Tensor& self) {
@@ -67,6 +85,9 @@ at::Tensor read_probe_cuda(const at::Tensor& self) {
 }  // namespace treduce::cuda
 
 TORCH_LIBRARY_IMPL(treduce, CUDA, m) {
-  m.impl("sum", &treduce::cuda::sum_cuda);
+  m.impl("sum", &treduce::cuda::sum_or_mean_cuda<treduce::ReduceOp::Sum>);
+  m.impl("mean", &treduce::cuda::sum_or_mean_cuda<treduce::ReduceOp::Mean>);
+  m.impl("amax", &treduce::cuda::extremum_cuda<treduce::ReduceOp::Max>);
+  m.impl("amin", &treduce::cuda::extremum_cuda<treduce::ReduceOp::Min>);
   m.impl("_read_probe", &treduce::cuda::read_probe_cuda);
 }

@@ -66,8 +66,17 @@ void check_device(const at::Device device) {
     threw = std::string(e.what()).find("unknown variant 'no_such_variant'") != std::string::npos;
   }
   expect(threw, dev + ": an unknown variant is refused by name");
-  const at::Tensor as_double = treduce::sum(at::ones({10}, at::TensorOptions(device).dtype(at::kInt)), "auto", at::kDouble);
+  const at::Tensor as_double =
+      treduce::sum(at::ones({10}, at::TensorOptions(device).dtype(at::kInt)), "auto", std::nullopt, false, at::kDouble);
   expect(as_double.scalar_type() == at::kDouble && as_double.item<double>() == 10.0, dev + ": dtype=");
+
+  // Dims: rows of 0, 1, ..., 4 (as float) over a (5, 3) tensor.
+  const at::Tensor rows = at::arange(5, at::TensorOptions(device).dtype(at::kFloat)).unsqueeze(1).expand({5, 3});
+  const at::Tensor by_row = treduce::sum(rows, "auto", std::vector<int64_t>{1}).cpu();
+  expect(by_row.sizes() == at::IntArrayRef{5} && by_row[4].item<float>() == 12.f, dev + ": sum over dim 1");
+  const at::Tensor col_mean = treduce::mean(rows, std::vector<int64_t>{0}, true).cpu();
+  expect(col_mean.sizes() == at::IntArrayRef({1, 3}) && col_mean[0][2].item<float>() == 2.f, dev + ": mean over dim 0");
+  expect(treduce::amax(rows).item<float>() == 4.f && treduce::amin(rows).item<float>() == 0.f, dev + ": amax, amin");
 }
 
 }  // namespace

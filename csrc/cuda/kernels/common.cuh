@@ -14,6 +14,7 @@
 #include <type_traits>
 
 #include "../../convert.h"
+#include "../../reduce_ops.h"
 #include "../launch.h"
 
 namespace treduce::cuda {
@@ -32,6 +33,11 @@ template <> struct CType<DType::Double> { using type = double; };
 template <DType D> using ctype_t = typename CType<D>::type;
 
 template <class T> constexpr DType dtype_of();
+template <> constexpr DType dtype_of<bool>() { return DType::Bool; }
+template <> constexpr DType dtype_of<uint8_t>() { return DType::UInt8; }
+template <> constexpr DType dtype_of<int8_t>() { return DType::Int8; }
+template <> constexpr DType dtype_of<int16_t>() { return DType::Int16; }
+template <> constexpr DType dtype_of<int32_t>() { return DType::Int32; }
 template <> constexpr DType dtype_of<int64_t>() { return DType::Int64; }
 template <> constexpr DType dtype_of<float>() { return DType::Float; }
 template <> constexpr DType dtype_of<double>() { return DType::Double; }
@@ -61,13 +67,10 @@ __device__ __forceinline__ void atomic_add(int64_t* p, int64_t v) {
             static_cast<unsigned long long>(v));
 }
 
-// The reduction operator. Kernels only ever call these four members, so a
-// max or min is another struct of the same shape.
+// The reduction operators (reduce_ops.h). The ladder's atomic variants also call
+// atomic_combine, which only the sum has.
 template <class A>
-struct Sum {
-  using acc_t = A;
-  __host__ __device__ __forceinline__ static A identity() { return A(0); }
-  __device__ __forceinline__ static A combine(A a, A b) { return a + b; }
+struct Sum : SumOp<A> {
   __device__ __forceinline__ static void atomic_combine(A* p, A v) { atomic_add(p, v); }
 };
 
@@ -88,14 +91,17 @@ template <class R>
 using PartialsOf = Reduction<typename R::Acc, typename R::Acc, typename R::Op>;
 
 // Where a kernel writes its value(s): block partials (dtype == acc) or the
-// caller's result (any dtype). The switch runs once per block.
+// caller's result (any dtype, divided by `divisor` first when that is not 0: mean). The
+// switch runs once per stored value.
 struct Sink {
   void* ptr;
   DType dtype;
+  int64_t divisor = 0;
 };
 
 template <class A>
 __device__ void store(Sink s, int64_t i, A v) {
+  v = finalize(v, s.divisor);
   switch (s.dtype) {
 #define TREDUCE_STORE_CASE(D)                                    \
   case DType::D:                                                 \
@@ -163,9 +169,30 @@ int resident_blocks_per_sm(int threads) {
 
 inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
+// std::min is host-only in device code (without --expt-relaxed-constexpr).
+__host__ __device__ __forceinline__ int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
+
 // The largest grid.x a launch accepts.
 inline constexpr int64_t kMaxGridX = 2147483647;
 
 inline cudaError_t last_launch_error() { return cudaGetLastError(); }
+
+// Launches a kernel that waits for the one before it on the stream with
+// cudaGridDependencySynchronize(): on sm_90 and up (programmatic dependent launch) its launch
+// and prologue overlap the first kernel's run; elsewhere it is an ordinary launch.
+template <class... Params, class... Args>
+cudaError_t launch_dependent(void (*kernel)(Params...), dim3 grid, dim3 block, const ReduceArgs& a,
+                             Args... args) {
+  cudaLaunchAttribute overlap[1];
+  overlap[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  overlap[0].val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t config = {};
+  config.gridDim = grid;
+  config.blockDim = block;
+  config.stream = a.stream;
+  config.attrs = overlap;
+  config.numAttrs = a.cc_major >= 9 ? 1 : 0;
+  return cudaLaunchKernelEx(&config, kernel, args...);
+}
 
 }  // namespace treduce::cuda

@@ -27,7 +27,7 @@ struct Combine {
 };
 
 template <class In, class Mid, class Acc>
-cudaError_t run_cub(const SumArgs& a, size_t* workspace_bytes) {
+cudaError_t run_cub(const ReduceArgs& a, size_t* workspace_bytes) {
   using R = Reduction<In, Mid, Sum<Acc>>;
   // CUB writes Acc; when the result has another dtype it goes through scratch and store().
   const bool direct = a.types.out == dtype_of<Acc>();
@@ -55,6 +55,6 @@ cudaError_t run_cub(const SumArgs& a, size_t* workspace_bytes) {
 
 #define TREDUCE_INSTANTIATE_RUN_CUB(IN, MID, ACC)                             \
   template cudaError_t run_cub<ctype_t<DType::IN>, ctype_t<DType::MID>,       \
-                               ctype_t<DType::ACC>>(const SumArgs&, size_t*);
+                               ctype_t<DType::ACC>>(const ReduceArgs&, size_t*);
 
 }  // namespace treduce::cuda

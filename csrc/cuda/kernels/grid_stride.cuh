@@ -128,7 +128,7 @@ single_block_kernel(const typename R::In* x, int64_t n, Sink out) {
 }
 
 template <class R>
-cudaError_t run_grid_stride(Variant v, const SumArgs& a, size_t* workspace_bytes) {
+cudaError_t run_grid_stride(Variant v, const ReduceArgs& a, size_t* workspace_bytes) {
   using In = typename R::In;
   using Acc = typename R::Acc;
   if (workspace_bytes) {  // two_pass: the block partials; atomics: the accumulator

@@ -5,19 +5,28 @@
 
 #include "grid_stride.cuh"
 #include "shared_tree.cuh"
-#include "vector.cuh"
 
 namespace treduce::cuda {
 
 // Defined in cub.cuh (CUB's headers are slow to compile: only the cub_*.cu files include them).
 template <class In, class Mid, class Acc>
-cudaError_t run_cub(const SumArgs& a, size_t* workspace_bytes);
+cudaError_t run_cub(const ReduceArgs& a, size_t* workspace_bytes);
+
+// Defined in dims.cuh, instantiated by the reduce_*.cu files (auto, for every op).
+template <class R>
+cudaError_t run_reduce(const ReduceArgs& a, size_t* workspace_bytes);
 
 template <class In, class Mid, class Acc>
-cudaError_t run_sum(Variant v, const SumArgs& a, size_t* workspace_bytes) {
+cudaError_t run_sum(Variant v, const ReduceArgs& a, size_t* workspace_bytes) {
   using R = Reduction<In, Mid, Sum<Acc>>;
   switch (v) {
-    case Variant::Auto: return run_vector<R>(a, workspace_bytes);
+    case Variant::Auto: {
+      ReduceArgs full = a;  // a contiguous run of n elements
+      full.layout = Layout3{};
+      full.layout.reduced = a.n;
+      full.layout.in_reduced = 1;
+      return run_reduce<R>(full, workspace_bytes);
+    }
     case Variant::Cub: return run_cub<In, Mid, Acc>(a, workspace_bytes);
     case Variant::Atomic:
     case Variant::TwoPass:
@@ -30,6 +39,6 @@ cudaError_t run_sum(Variant v, const SumArgs& a, size_t* workspace_bytes) {
 
 #define TREDUCE_INSTANTIATE_RUN_SUM(IN, MID, ACC)                             \
   template cudaError_t run_sum<ctype_t<DType::IN>, ctype_t<DType::MID>,       \
-                               ctype_t<DType::ACC>>(Variant, const SumArgs&, size_t*);
+                               ctype_t<DType::ACC>>(Variant, const ReduceArgs&, size_t*);
 
 }  // namespace treduce::cuda

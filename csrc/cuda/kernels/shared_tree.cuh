@@ -212,7 +212,7 @@ void launch_tree_level(Variant v, int64_t grid, const typename R::In* x,
 // Level 0 reduces the input to one partial per tile; each further level
 // reduces the partials the same way, until a single block writes the result.
 template <class R>
-cudaError_t run_shared_tree(Variant v, const SumArgs& a, size_t* workspace_bytes) {
+cudaError_t run_shared_tree(Variant v, const ReduceArgs& a, size_t* workspace_bytes) {
   using Acc = typename R::Acc;
   using P = PartialsOf<R>;
   const int64_t tile = tree_tile(v);

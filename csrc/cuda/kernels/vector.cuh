@@ -44,13 +44,13 @@ inline constexpr int kCombineBlock = 256;
 // t[0] = sum of t[0..N), adding halves: t[j] += t[j + N/2], then quarters, ... (N a power
 // of two). Recursion on N rather than a loop over the stride: every loop then has a constant
 // trip count, is unrolled, and the array stays in registers.
-template <int N, class A>
+template <int N, class Op, class A>
 __device__ __forceinline__ void pairwise_in_place(A* t) {
   static_assert((N & (N - 1)) == 0, "a power of two");
   if constexpr (N > 1) {
 #pragma unroll
-    for (int j = 0; j < N / 2; ++j) t[j] += t[j + N / 2];
-    pairwise_in_place<N / 2>(t);
+    for (int j = 0; j < N / 2; ++j) t[j] = Op::combine(t[j], t[j + N / 2]);
+    pairwise_in_place<N / 2, Op>(t);
   }
 }
 
@@ -68,10 +68,12 @@ __device__ __forceinline__ void unpack(const uint4& v, In (&e)[16 / sizeof(In)])
   }
 }
 
-template <class In, class Mid, class Acc>
+template <class In, class Mid, class Op>
 struct VecAdd {
+  using Acc = typename Op::acc_t;
   using Counter = Acc;
   static constexpr int kFlushEvery = 0;
+  __device__ __forceinline__ static Counter init() { return Op::identity(); }
   __device__ __forceinline__ static void add(Counter& c, const uint4& v) {
     constexpr int kPer = 16 / sizeof(In);
     In e[kPer];
@@ -79,8 +81,8 @@ struct VecAdd {
     Acc t[kPer];
 #pragma unroll
     for (int j = 0; j < kPer; ++j) t[j] = Load<In, Mid, Acc>::apply(e[j]);
-    pairwise_in_place<kPer>(t);
-    c += t[0];
+    pairwise_in_place<kPer, Op>(t);
+    c = Op::combine(c, t[0]);
   }
 };
 
@@ -96,6 +98,7 @@ struct PackedAdd {
                         (uint64_t(std::numeric_limits<Lane>::max()) + (std::is_signed_v<Lane> ? 1 : 0)) <=
                     uint64_t(std::numeric_limits<C>::max()),
                 "the counter cannot overflow between flushes");
+  __device__ __forceinline__ static C init() { return 0; }
   __device__ __forceinline__ static C dot(unsigned word, C c) {
     if constexpr (sizeof(Lane) == 2) return __dp2a_lo(int(word), 0x0101, c);
     else return __dp4a(C(word), C(0x01010101), c);
@@ -108,10 +111,10 @@ struct PackedAdd {
   }
 };
 
-template <> struct VecAdd<bool, bool, int64_t> : PackedAdd<uint8_t, uint32_t> {};
-template <> struct VecAdd<uint8_t, uint8_t, int64_t> : PackedAdd<uint8_t, uint32_t> {};
-template <> struct VecAdd<int8_t, int8_t, int64_t> : PackedAdd<int8_t, int32_t> {};
-template <> struct VecAdd<int16_t, int16_t, int64_t> : PackedAdd<int16_t, int32_t> {};
+template <> struct VecAdd<bool, bool, Sum<int64_t>> : PackedAdd<uint8_t, uint32_t> {};
+template <> struct VecAdd<uint8_t, uint8_t, Sum<int64_t>> : PackedAdd<uint8_t, uint32_t> {};
+template <> struct VecAdd<int8_t, int8_t, Sum<int64_t>> : PackedAdd<int8_t, int32_t> {};
+template <> struct VecAdd<int16_t, int16_t, Sum<int64_t>> : PackedAdd<int16_t, int32_t> {};
 
 // Where the 16-byte vectors are: `head` elements up to the first 16-byte boundary, then
 // `vectors` whole vectors, then `tail` elements (head and tail under 16 bytes each).
@@ -120,10 +123,10 @@ struct VecSplit {
 };
 
 template <class In>
-VecSplit split_at_vectors(const void* p, int64_t n) {
+__host__ __device__ __forceinline__ VecSplit split_at_vectors(const void* p, int64_t n) {
   constexpr int64_t per_vector = 16 / sizeof(In);
   const auto misalign = int64_t(reinterpret_cast<uintptr_t>(p) % 16);
-  const int64_t head = misalign ? std::min<int64_t>(n, (16 - misalign) / int64_t(sizeof(In))) : 0;
+  const int64_t head = misalign ? min64(n, (16 - misalign) / int64_t(sizeof(In))) : 0;
   const int64_t vectors = (n - head) / per_vector;
   return {head, vectors, n - head - vectors * per_vector};
 }
@@ -142,8 +145,8 @@ struct Ends {
   }
   __device__ __forceinline__ typename R::Acc sum() const {
     auto v = R::Op::identity();
-    if (has_head) v += R::convert(head);
-    if (has_tail) v += R::convert(tail);
+    if (has_head) v = R::Op::combine(v, R::convert(head));
+    if (has_tail) v = R::Op::combine(v, R::convert(tail));
     return v;
   }
 };
@@ -156,10 +159,13 @@ template <class R>
 __device__ __forceinline__ typename R::Acc tile_sum(const typename R::In* x, VecSplit s) {
   using In = typename R::In;
   using Acc = typename R::Acc;
-  using Add = VecAdd<In, typename R::Mid, Acc>;
-  Acc acc = R::Op::identity();
+  using Op = typename R::Op;
+  using Add = VecAdd<In, typename R::Mid, Op>;
+  Acc acc = Op::identity();
   const uint4* v = reinterpret_cast<const uint4*>(x + s.head) + threadIdx.x;
-  typename Add::Counter c[kVecUnroll] = {};
+  typename Add::Counter c[kVecUnroll];
+#pragma unroll
+  for (int u = 0; u < kVecUnroll; ++u) c[u] = Add::init();
   const int64_t full_tiles = s.vectors / kVecTile;
   int since_flush = 0;
   for (int64_t tile = blockIdx.x; tile < full_tiles; tile += gridDim.x) {
@@ -172,8 +178,8 @@ __device__ __forceinline__ typename R::Acc tile_sum(const typename R::In* x, Vec
       if (++since_flush == Add::kFlushEvery) {
 #pragma unroll
         for (int u = 0; u < kVecUnroll; ++u) {
-          acc += Acc(c[u]);
-          c[u] = 0;
+          acc = Op::combine(acc, Acc(c[u]));
+          c[u] = Add::init();
         }
         since_flush = 0;
       }
@@ -197,8 +203,8 @@ __device__ __forceinline__ typename R::Acc tile_sum(const typename R::In* x, Vec
   Acc total[kVecUnroll];  // the counters, widened, added pairwise
 #pragma unroll
   for (int u = 0; u < kVecUnroll; ++u) total[u] = Acc(c[u]);
-  pairwise_in_place<kVecUnroll>(total);
-  return acc + total[0];
+  pairwise_in_place<kVecUnroll, Op>(total);
+  return Op::combine(acc, total[0]);
 }
 
 // With one block it also adds the head and tail. With several, the combine kernel does:
@@ -212,7 +218,7 @@ vector_sum_kernel(const typename R::In* x, VecSplit s, Sink out) {
   cudaTriggerProgrammaticLaunchCompletion();
 #endif
   auto v = tile_sum<R>(x, s);
-  if (gridDim.x == 1) v += Ends<R>(x, s, threadIdx.x).sum();
+  if (gridDim.x == 1) v = R::Op::combine(v, Ends<R>(x, s, threadIdx.x).sum());
   v = block_reduce<typename R::Op, kVecBlock>(v);
   if (threadIdx.x == 0) store(out, blockIdx.x, v);
 }
@@ -230,12 +236,12 @@ combine_partials_kernel(const typename R::Acc* partials, int n, const typename R
 #endif
   auto v = R::Op::identity();
   for (int i = threadIdx.x; i < n; i += kCombineBlock) v = R::Op::combine(v, partials[i]);
-  v = block_reduce<typename R::Op, kCombineBlock>(v + ends.sum());
+  v = block_reduce<typename R::Op, kCombineBlock>(R::Op::combine(v, ends.sum()));
   if (threadIdx.x == 0) store(out, 0, v);
 }
 
 template <class R>
-cudaError_t run_vector(const SumArgs& a, size_t* workspace_bytes) {
+cudaError_t run_vector(const ReduceArgs& a, size_t* workspace_bytes) {
   using In = typename R::In;
   using Acc = typename R::Acc;
   const VecSplit s = split_at_vectors<In>(a.in, a.n);
@@ -249,7 +255,7 @@ cudaError_t run_vector(const SumArgs& a, size_t* workspace_bytes) {
     return cudaSuccess;
   }
   const auto* x = static_cast<const In*>(a.in);
-  const Sink result{a.out, a.types.out};
+  const Sink result{a.out, a.types.out, a.divisor};
   if (blocks == 1) {
     vector_sum_kernel<R><<<1, kVecBlock, 0, a.stream>>>(x, s, result);
     return last_launch_error();
@@ -258,17 +264,8 @@ cudaError_t run_vector(const SumArgs& a, size_t* workspace_bytes) {
   vector_sum_kernel<R><<<unsigned(blocks), kVecBlock, 0, a.stream>>>(x, s, Sink{partials, dtype_of<Acc>()});
   if (cudaError_t e = last_launch_error(); e != cudaSuccess) return e;
 
-  cudaLaunchAttribute overlap[1];
-  overlap[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  overlap[0].val.programmaticStreamSerializationAllowed = 1;
-  cudaLaunchConfig_t config = {};
-  config.gridDim = dim3(1);
-  config.blockDim = dim3(kCombineBlock);
-  config.stream = a.stream;
-  config.attrs = overlap;
-  config.numAttrs = a.cc_major >= 9 ? 1 : 0;  // programmatic dependence needs sm_90
-  return cudaLaunchKernelEx(&config, combine_partials_kernel<R>, static_cast<const Acc*>(partials),
-                            int(blocks), x, s, result);
+  return launch_dependent(combine_partials_kernel<R>, dim3(1), dim3(kCombineBlock), a,
+                          static_cast<const Acc*>(partials), int(blocks), x, s, result);
 }
 
 }  // namespace treduce::cuda

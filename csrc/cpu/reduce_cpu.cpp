@@ -1,0 +1,321 @@
+// The ops on CPU tensors: the seeds' serial loop and seed 003's pairwise recursion (full sums),
+// and `auto`, our multi-threaded, vectorisable version of every op, over any dims.
+#include <ATen/Parallel.h>
+#include <ATen/ops/empty.h>
+#include <c10/util/BFloat16.h>
+#include <c10/util/Half.h>
+#include <torch/library.h>
+
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <type_traits>
+#include <vector>
+
+#include "../convert.h"
+#include "../reduce_common.h"
+#include "../reduce_ops.h"
+
+namespace treduce {
+
+namespace cpu {
+inline float bits_to_float(uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, sizeof f);
+  return f;
+}
+inline uint32_t float_to_bits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, sizeof u);
+  return u;
+}
+}  // namespace cpu
+
+// Half to float without branches (c10's conversion has them), so that loops
+// over half data vectorise: move exponent and mantissa into place and rebias;
+// infinities and NaNs get the top exponent; subnormals are renormalised by
+// one float subtraction. Selections are bit masks, not ternaries, which GCC
+// would turn back into branches.
+template <>
+struct Lowp<c10::Half> : std::true_type {
+  static float to_float(c10::Half v) {
+    const uint32_t h = v.x;
+    const uint32_t em = (h & 0x7fffu) << 13;
+    const uint32_t exp = em & 0x0f800000u;
+    const uint32_t inf_nan = 0u - uint32_t(exp == 0x0f800000u);
+    const uint32_t subnormal = 0u - uint32_t(exp == 0);
+    const uint32_t o = em + 0x38000000u + (inf_nan & 0x38000000u);  // (127 - 15) << 23
+    const uint32_t renormalised = cpu::float_to_bits(cpu::bits_to_float(o + 0x00800000u) -
+                                                     cpu::bits_to_float(0x38800000u));
+    return cpu::bits_to_float((o & ~subnormal) | (renormalised & subnormal) | ((h & 0x8000u) << 16));
+  }
+  static c10::Half from_float(float v) { return c10::Half(v); }
+};
+template <>
+struct Lowp<c10::BFloat16> : std::true_type {
+  static float to_float(c10::BFloat16 v) { return cpu::bits_to_float(uint32_t(v.x) << 16); }
+  static c10::BFloat16 from_float(float v) { return c10::BFloat16(v); }
+};
+
+namespace cpu {
+namespace {
+
+template <DType> struct CType;
+template <> struct CType<DType::Bool> { using type = bool; };
+template <> struct CType<DType::UInt8> { using type = uint8_t; };
+template <> struct CType<DType::Int8> { using type = int8_t; };
+template <> struct CType<DType::Int16> { using type = int16_t; };
+template <> struct CType<DType::Int32> { using type = int32_t; };
+template <> struct CType<DType::Int64> { using type = int64_t; };
+template <> struct CType<DType::Half> { using type = c10::Half; };
+template <> struct CType<DType::BFloat16> { using type = c10::BFloat16; };
+template <> struct CType<DType::Float> { using type = float; };
+template <> struct CType<DType::Double> { using type = double; };
+template <DType D> using ctype_t = typename CType<D>::type;
+
+enum class Variant { Serial, Pairwise, Auto };
+
+constexpr VariantDoc kDocs[] = {
+    {"serial", "serial_sum (cpu/reduce_cpu.cpp)", "one loop, one accumulator",
+     "000, 002, 003 (the CPU loop)", "first rung", false},
+    {"pairwise", "pairwise_sum (cpu/reduce_cpu.cpp)",
+     "recursive halving: each half summed recursively, then the two added",
+     "003 recursiveReduce", "rounding error grows with log n instead of n", false},
+    {"auto", "reduce_auto (cpu/reduce_cpu.cpp)",
+     "64K-element chunks on all threads, 16 independent accumulators per chunk, "
+     "partials added in chunk order; over other dims, runs of adjacent outputs per thread",
+     "-", "threads and SIMD; bitwise reproducible; every op, any dims", false},
+};
+
+template <class In, class Mid, class Acc>
+Acc serial_sum(const In* x, int64_t n) {
+  Acc s = Acc(0);
+  for (int64_t i = 0; i < n; ++i) s += Load<In, Mid, Acc>::apply(x[i]);
+  return s;
+}
+
+// Seed 003 folded the upper half onto the lower half in place, overwriting
+// the input and dropping the last element of odd sizes. Recursing on the two
+// halves builds the same kind of balanced tree from a read-only input; the
+// recursion stops at 8 elements so calls do not dominate.
+template <class In, class Mid, class Acc>
+Acc pairwise_sum(const In* x, int64_t n) {
+  if (n <= 8) return serial_sum<In, Mid, Acc>(x, n);
+  const int64_t half = n / 2;
+  return pairwise_sum<In, Mid, Acc>(x, half) + pairwise_sum<In, Mid, Acc>(x + half, n - half);
+}
+
+// The same tree over values already in the accumulator, for any operator.
+template <class Op, class Acc>
+Acc pairwise_combine(const Acc* x, int64_t n) {
+  if (n == 1) return x[0];
+  const int64_t half = n / 2;
+  return Op::combine(pairwise_combine<Op>(x, half), pairwise_combine<Op>(x + half, n - half));
+}
+
+// Elements per parallel task. Partial results are combined in a fixed order,
+// so the result is the same bits whatever the number of threads.
+constexpr int64_t kChunk = int64_t(1) << 16;
+
+// Sixteen independent accumulators: no loop-carried dependence between
+// lanes, so the compiler vectorises the loop without reassociating. `stride`
+// is 1 for contiguous runs (the case that vectorises).
+template <class In, class Mid, class Op>
+typename Op::acc_t chunk_reduce(const In* x, int64_t n, int64_t stride) {
+  using Acc = typename Op::acc_t;
+  constexpr int kLanes = 16;
+  Acc lane[kLanes];
+  for (Acc& l : lane) l = Op::identity();
+  int64_t i = 0;
+  if (stride == 1) {
+    for (; i + kLanes <= n; i += kLanes)
+      for (int j = 0; j < kLanes; ++j) lane[j] = Op::combine(lane[j], Load<In, Mid, Acc>::apply(x[i + j]));
+  } else {
+    for (; i + kLanes <= n; i += kLanes)
+      for (int j = 0; j < kLanes; ++j)
+        lane[j] = Op::combine(lane[j], Load<In, Mid, Acc>::apply(x[(i + j) * stride]));
+  }
+  for (int j = 0; i + j < n; ++j) lane[j] = Op::combine(lane[j], Load<In, Mid, Acc>::apply(x[(i + j) * stride]));
+  for (int w = kLanes / 2; w > 0; w /= 2)
+    for (int j = 0; j < w; ++j) lane[j] = Op::combine(lane[j], lane[j + w]);
+  return lane[0];
+}
+
+// A chunk of 1- and 2-byte integers is summed in 32 bits (twice as many lanes
+// per vector as 64): 2^16 elements of at most 2^15 in magnitude cannot leave
+// the int32 range.
+template <class Mid, class Op>
+using ChunkOp = std::conditional_t<std::is_same_v<Op, SumOp<int64_t>> && std::is_integral_v<Mid> &&
+                                       sizeof(Mid) <= 2,
+                                   SumOp<int32_t>, Op>;
+static_assert(kChunk * 32768 <= int64_t(1) << 31, "int16 chunk sums must fit in int32");
+
+template <class A>
+void store(void* out, DType dtype, int64_t i, A v) {
+  switch (dtype) {
+#define TREDUCE_STORE_CASE(D)                                                            \
+  case DType::D:                                                                         \
+    static_cast<ctype_t<DType::D>*>(out)[i] = element_cast<ctype_t<DType::D>>(v);        \
+    break;
+    TREDUCE_DTYPES(TREDUCE_STORE_CASE)
+#undef TREDUCE_STORE_CASE
+  }
+}
+
+// Where the results go: out[o * out_outer + i * out_inner] in the result dtype, divided by
+// `divisor` first when it is not 0 (mean).
+struct Sink {
+  void* ptr;
+  DType dtype;
+  int64_t divisor;
+  template <class A>
+  void operator()(int64_t i, A v) const { store(ptr, dtype, i, finalize(v, divisor)); }
+};
+
+// Rows (inner == 1; a full reduction is one row): each row in chunks of kChunk on all threads,
+// then each row's chunk results combined pairwise in chunk order.
+template <class In, class Mid, class Op>
+void reduce_rows(const In* x, const Layout3& l, const Sink& out) {
+  using Acc = typename Op::acc_t;
+  using Chunk = ChunkOp<Mid, Op>;
+  const int64_t chunks = (l.reduced + kChunk - 1) / kChunk;
+  const int64_t tasks = l.outer * chunks;
+  const auto chunk = [&](int64_t task) {
+    const int64_t o = task / chunks, c = task % chunks;
+    const int64_t begin = c * kChunk;
+    return Acc(chunk_reduce<In, Mid, Chunk>(x + o * l.in_outer + begin * l.in_reduced,
+                                            std::min(kChunk, l.reduced - begin), l.in_reduced));
+  };
+  // Short rows: several per task, so that a task reads at least ~32K elements.
+  const int64_t grain = std::max<int64_t>(1, (int64_t(1) << 15) / std::min(l.reduced, kChunk));
+  if (chunks == 1) {
+    at::parallel_for(0, tasks, grain, [&](int64_t begin, int64_t end) {
+      for (int64_t o = begin; o < end; ++o) out(o * l.out_outer, chunk(o));
+    });
+    return;
+  }
+  const std::unique_ptr<Acc[]> partial(new Acc[tasks]);  // not a vector: Acc may be bool
+  at::parallel_for(0, tasks, grain, [&](int64_t begin, int64_t end) {
+    for (int64_t t = begin; t < end; ++t) partial[t] = chunk(t);
+  });
+  for (int64_t o = 0; o < l.outer; ++o)
+    out(o * l.out_outer, pairwise_combine<Op>(partial.get() + o * chunks, chunks));
+}
+
+// Columns (inner > 1): a task owns kColumns adjacent outputs of one outer index and walks the
+// reduced dim, combining whole rows of them at a time (a contiguous inner run vectorises).
+// Blocks of kRows rows are combined first among themselves, which keeps float error growing
+// with kRows + reduced / kRows rather than with `reduced`.
+template <class In, class Mid, class Op>
+void reduce_columns(const In* x, const Layout3& l, const Sink& out) {
+  using Acc = typename Op::acc_t;
+  constexpr int64_t kColumns = 256, kRows = 128;
+  const int64_t column_blocks = (l.inner + kColumns - 1) / kColumns;
+  const int64_t grain = std::max<int64_t>(1, (int64_t(1) << 15) / (kColumns * l.reduced));
+  at::parallel_for(0, l.outer * column_blocks, grain, [&](int64_t begin, int64_t end) {
+    Acc total[kColumns], block[kColumns];
+    for (int64_t task = begin; task < end; ++task) {
+      const int64_t o = task / column_blocks, i0 = (task % column_blocks) * kColumns;
+      const int64_t width = std::min(kColumns, l.inner - i0);
+      const In* base = x + o * l.in_outer + i0 * l.in_inner;
+      std::fill(total, total + width, Op::identity());
+      for (int64_t r0 = 0; r0 < l.reduced; r0 += kRows) {
+        std::fill(block, block + width, Op::identity());
+        for (int64_t r = r0; r < std::min(l.reduced, r0 + kRows); ++r) {
+          const In* row = base + r * l.in_reduced;
+          if (l.in_inner == 1) {
+            for (int64_t j = 0; j < width; ++j) block[j] = Op::combine(block[j], Load<In, Mid, Acc>::apply(row[j]));
+          } else {
+            for (int64_t j = 0; j < width; ++j)
+              block[j] = Op::combine(block[j], Load<In, Mid, Acc>::apply(row[j * l.in_inner]));
+          }
+        }
+        for (int64_t j = 0; j < width; ++j) total[j] = Op::combine(total[j], block[j]);
+      }
+      for (int64_t j = 0; j < width; ++j) out(o * l.out_outer + (i0 + j) * l.out_inner, total[j]);
+    }
+  });
+}
+
+template <class In, class Mid, class Op>
+void reduce_auto(const In* x, const Layout3& l, const Sink& out) {
+  if (l.inner == 1) reduce_rows<In, Mid, Op>(x, l, out);
+  else reduce_columns<In, Mid, Op>(x, l, out);
+}
+
+Sink sink_of(const Prepared& p) {
+  return {p.out.mutable_data_ptr(), p.types.out,
+          p.op == ReduceOp::Mean ? p.layout.reduced : int64_t(0)};
+}
+
+template <class In, class Mid, class Acc>
+void run_sum(Variant v, const Prepared& p) {
+  const In* x = p.input.const_data_ptr<In>();
+  const Sink out = sink_of(p);
+  switch (v) {  // serial and pairwise: a full reduction of a contiguous input (prepare_reduce)
+    case Variant::Serial: return out(0, serial_sum<In, Mid, Acc>(x, p.layout.reduced));
+    case Variant::Pairwise: return out(0, pairwise_sum<In, Mid, Acc>(x, p.layout.reduced));
+    case Variant::Auto: return reduce_auto<In, Mid, SumOp<Acc>>(x, p.layout, out);
+  }
+}
+
+at::Tensor sum_or_mean(ReduceOp op, const at::Tensor& self, c10::string_view variant,
+                       at::OptionalIntArrayRef dim, bool keepdim, std::optional<at::ScalarType> dtype) {
+  const Prepared p = prepare_reduce(op, self, variant, dim, keepdim, dtype);
+  if (p.done) return p.out;
+  const auto v = static_cast<Variant>(p.variant);
+  const SumTypes& t = p.types;
+#define TREDUCE_DISPATCH(IN, MID, ACC)                                          \
+  if (t.in == DType::IN && t.mid == DType::MID && t.acc == DType::ACC) {        \
+    run_sum<ctype_t<DType::IN>, ctype_t<DType::MID>, ctype_t<DType::ACC>>(v, p); \
+    return p.out;                                                               \
+  }
+  TREDUCE_SUM_COMBOS(TREDUCE_DISPATCH)
+#undef TREDUCE_DISPATCH
+  TORCH_INTERNAL_ASSERT(false, "no instantiation for this dtype combination");
+}
+
+at::Tensor sum_cpu(const at::Tensor& self, c10::string_view variant, at::OptionalIntArrayRef dim,
+                   bool keepdim, std::optional<at::ScalarType> dtype) {
+  return sum_or_mean(ReduceOp::Sum, self, variant, dim, keepdim, dtype);
+}
+
+at::Tensor mean_cpu(const at::Tensor& self, c10::string_view variant, at::OptionalIntArrayRef dim,
+                    bool keepdim, std::optional<at::ScalarType> dtype) {
+  return sum_or_mean(ReduceOp::Mean, self, variant, dim, keepdim, dtype);
+}
+
+template <bool kMax>
+at::Tensor extremum_cpu(const at::Tensor& self, c10::string_view variant, at::OptionalIntArrayRef dim,
+                        bool keepdim) {
+  const Prepared p = prepare_reduce(kMax ? ReduceOp::Max : ReduceOp::Min, self, variant, dim, keepdim,
+                                    std::nullopt);
+  if (p.done) return p.out;
+  const SumTypes& t = p.types;
+#define TREDUCE_DISPATCH(IN, ACC)                                                          \
+  if (t.in == DType::IN) {                                                                 \
+    using In = ctype_t<DType::IN>;                                                         \
+    reduce_auto<In, In, ExtremumOp<ctype_t<DType::ACC>, kMax>>(p.input.const_data_ptr<In>(), \
+                                                               p.layout, sink_of(p));      \
+    return p.out;                                                                          \
+  }
+  TREDUCE_MINMAX_COMBOS(TREDUCE_DISPATCH)
+#undef TREDUCE_DISPATCH
+  TORCH_INTERNAL_ASSERT(false, "no instantiation for this dtype");
+}
+
+}  // namespace
+}  // namespace cpu
+
+VariantTable cpu_variants() {
+  return {cpu::kDocs, int(sizeof(cpu::kDocs) / sizeof(cpu::kDocs[0]))};
+}
+
+}  // namespace treduce
+
+TORCH_LIBRARY_IMPL(treduce, CPU, m) {
+  m.impl("sum", &treduce::cpu::sum_cpu);
+  m.impl("mean", &treduce::cpu::mean_cpu);
+  m.impl("amax", &treduce::cpu::extremum_cpu<true>);
+  m.impl("amin", &treduce::cpu::extremum_cpu<false>);
+}

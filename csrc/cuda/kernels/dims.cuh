@@ -1,0 +1,403 @@
+// auto over dims: every op (sum, mean, amax, amin) on any Layout3 (layout.h), that is
+//   out[o, i] = reduce over r of x[o * in_outer + r * in_reduced + i * in_inner].
+// Three shapes of work, picked by run_reduce:
+//  - full reduction of a contiguous run: the vector kernel (vector.cuh);
+//  - rows (inner == 1): a team of 1 to 32 lanes per row, sized so each lane has about four
+//    16-byte loads in flight; rows too long for that while too few to fill the device are
+//    cut into segments, one block each, and a second kernel combines each row's segments;
+//  - columns (inner > 1): threads own adjacent outputs (16 bytes of them when the inner run
+//    is contiguous and aligned) and walk the reduced dim; when the outputs alone do not fill
+//    the device, up to 8 threads share a column in a block, then the reduced dim is split
+//    across blocks too, and a second kernel combines the splits.
+// Every output is combined in an order fixed by the shape and the device, never by timing:
+// results are the same bits on every call.
+#pragma once
+
+#include "vector.cuh"
+
+namespace treduce::cuda {
+
+inline constexpr int kRowsBlock = 256;
+inline constexpr int kSegmentBlock = 512;
+// Columns: blocks of kColumnsBlock threads, X across the outputs times Y (1, 2, 4 or 8) down
+// the reduced dim.
+inline constexpr int kColumnsBlock = 256;
+inline constexpr int kColumnsMaxY = 32;
+inline constexpr int kPartialsX = 32;  // outputs per block of the column combine
+
+// One 16-byte vector reduced to the accumulator (packed counting for small integer sums).
+template <class R>
+__device__ __forceinline__ typename R::Acc vector_value(const uint4& v) {
+  using Add = VecAdd<typename R::In, typename R::Mid, typename R::Op>;
+  auto c = Add::init();
+  Add::add(c, v);
+  return typename R::Acc(c);
+}
+
+// Member t of a team of T combines its share of elements [begin, end) of a row. With stride
+// 1: the row's whole 16-byte vectors t, t + T, ..., four loads issued before any is used, and
+// the few elements before the first and after the last vector. Otherwise elements t, t + T, ...
+template <class R>
+__device__ __forceinline__ typename R::Acc row_part(const typename R::In* row, int64_t begin,
+                                                    int64_t end, int64_t stride, int t, int T) {
+  using In = typename R::In;
+  using Op = typename R::Op;
+  auto acc = Op::identity();
+  if (stride == 1) {
+    const VecSplit s = split_at_vectors<In>(row + begin, end - begin);
+    const In* p = row + begin;
+    for (int64_t k = t; k < s.head; k += T) acc = Op::combine(acc, R::convert(p[k]));
+    const uint4* v = reinterpret_cast<const uint4*>(p + s.head);
+    int64_t k = t;
+    for (; k + 3 * T < s.vectors; k += 4 * T) {
+      uint4 r[4];
+#pragma unroll
+      for (int u = 0; u < 4; ++u) r[u] = __ldg(v + k + u * T);
+#pragma unroll
+      for (int u = 0; u < 4; ++u) acc = Op::combine(acc, vector_value<R>(r[u]));
+    }
+    if (k < s.vectors) {  // fewer than four left: loaded together too, not one round trip each
+      uint4 r[4];
+      bool in_range[4];
+#pragma unroll
+      for (int u = 0; u < 4; ++u) {
+        in_range[u] = k + u * T < s.vectors;
+        r[u] = in_range[u] ? __ldg(v + k + u * T) : uint4{};
+      }
+#pragma unroll
+      for (int u = 0; u < 4; ++u)
+        if (in_range[u]) acc = Op::combine(acc, vector_value<R>(r[u]));
+    }
+    const In* tail = p + s.head + s.vectors * (16 / int64_t(sizeof(In)));
+    for (int64_t j = t; j < s.tail; j += T) acc = Op::combine(acc, R::convert(tail[j]));
+  } else {
+    int64_t k = begin + t;
+    for (; k + 3 * T < end; k += 4 * T) {
+      In e[4];
+#pragma unroll
+      for (int u = 0; u < 4; ++u) e[u] = row[(k + u * T) * stride];
+#pragma unroll
+      for (int u = 0; u < 4; ++u) acc = Op::combine(acc, R::convert(e[u]));
+    }
+    if (k < end) {
+      In e[4];
+#pragma unroll
+      for (int u = 0; u < 4; ++u) e[u] = k + u * T < end ? row[(k + u * T) * stride] : In();
+#pragma unroll
+      for (int u = 0; u < 4; ++u)
+        if (k + u * T < end) acc = Op::combine(acc, R::convert(e[u]));
+    }
+  }
+  return acc;
+}
+
+// Rows, a team of `team` lanes (a power of two up to 32) per row.
+template <class R>
+__global__ void __launch_bounds__(kRowsBlock)
+rows_kernel(const typename R::In* x, Layout3 l, int team, Sink out) {
+  using Op = typename R::Op;
+  const int t = threadIdx.x % team;
+  const unsigned lane = threadIdx.x % 32;
+  // The team's lanes only: teams of one warp may leave the loop at different rows.
+  const unsigned mask = team == 32 ? 0xffffffffu : ((1u << team) - 1) << (lane / team * team);
+  const int64_t rows_per_block = kRowsBlock / team;
+  for (int64_t o = blockIdx.x * rows_per_block + threadIdx.x / team; o < l.outer;
+       o += int64_t(gridDim.x) * rows_per_block) {
+    auto v = row_part<R>(x + o * l.in_outer, 0, l.reduced, l.in_reduced, t, team);
+    for (int offset = team / 2; offset > 0; offset >>= 1)
+      v = Op::combine(v, __shfl_down_sync(mask, v, offset, team));
+    if (t == 0) store(out, o * l.out_outer, v);
+  }
+}
+
+// Long rows: block b reduces segment b % segments of row b / segments. With one segment it
+// writes the result, else the block's partial at index b.
+template <class R>
+__global__ void __launch_bounds__(kSegmentBlock)
+row_segments_kernel(const typename R::In* x, Layout3 l, int64_t per_segment, int segments, Sink out) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  cudaTriggerProgrammaticLaunchCompletion();  // lets the combine kernel launch now
+#endif
+  const int64_t o = blockIdx.x / segments;
+  const int64_t begin = (blockIdx.x % segments) * per_segment;
+  const int64_t end = min64(l.reduced, begin + per_segment);
+  auto v = row_part<R>(x + o * l.in_outer, begin, end, l.in_reduced, threadIdx.x, kSegmentBlock);
+  v = block_reduce<typename R::Op, kSegmentBlock>(v);
+  if (threadIdx.x == 0) store(out, segments == 1 ? o * l.out_outer : int64_t(blockIdx.x), v);
+}
+
+// A warp per row combines that row's segment partials, in segment order.
+template <class R>
+__global__ void __launch_bounds__(kRowsBlock)
+row_partials_kernel(const typename R::Acc* partials, int segments, Layout3 l, Sink out) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  cudaGridDependencySynchronize();  // the segments kernel has finished; its writes are visible
+#endif
+  using Op = typename R::Op;
+  const int64_t o = int64_t(blockIdx.x) * (kRowsBlock / 32) + threadIdx.x / 32;
+  if (o >= l.outer) return;  // whole warps
+  const unsigned lane = threadIdx.x % 32;
+  auto v = Op::identity();
+  for (int j = lane; j < segments; j += 32) v = Op::combine(v, partials[o * segments + j]);
+  v = warp_reduce<Op>(v);
+  if (lane == 0) store(out, o * l.out_outer, v);
+}
+
+// Columns: thread (x, y) of block (b, split) owns outputs i0 .. i0 + V - 1 of outer index
+// o (b = o * column_blocks + column block) and combines rows split * per_split + y, + Y, ...
+// of them. V > 1 only when the caller checked that every row of those outputs is one aligned
+// 16-byte vector. The Y threads of a column are combined in y order; with one split that is
+// the result, else the split's partial, at [split][o][i].
+template <class R, int V>
+__global__ void __launch_bounds__(kColumnsBlock)
+columns_kernel(const typename R::In* x, Layout3 l, int64_t column_blocks, int64_t per_split, Sink out) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  cudaTriggerProgrammaticLaunchCompletion();
+#endif
+  using In = typename R::In;
+  using Op = typename R::Op;
+  using Acc = typename R::Acc;
+  const int64_t o = blockIdx.x / column_blocks;
+  const int X = blockDim.x, Y = blockDim.y;
+  const int64_t i0 = ((blockIdx.x % column_blocks) * X + threadIdx.x) * V;
+  const int64_t r_end = min64(l.reduced, (blockIdx.y + 1) * per_split);
+  const int width = int(min64(V, l.inner - i0));  // <= 0: no outputs here
+  Acc acc[V];
+#pragma unroll
+  for (int j = 0; j < V; ++j) acc[j] = Op::identity();
+  const In* base = x + o * l.in_outer + i0 * l.in_inner;
+  int64_t r = blockIdx.y * per_split + threadIdx.y;
+  // Any width, any stride: element loads, four rows in flight.
+  const auto by_element = [&] {
+    for (; r + 3 * Y < r_end; r += 4 * Y) {
+      In e[4][V];
+#pragma unroll
+      for (int u = 0; u < 4; ++u)
+#pragma unroll
+        for (int j = 0; j < V; ++j)
+          if (j < width) e[u][j] = base[(r + u * Y) * l.in_reduced + j * l.in_inner];
+#pragma unroll
+      for (int u = 0; u < 4; ++u)
+#pragma unroll
+        for (int j = 0; j < V; ++j)
+          if (j < width) acc[j] = Op::combine(acc[j], R::convert(e[u][j]));
+    }
+    if (r < r_end) {  // the last rows, loaded together
+      In e[4][V];
+#pragma unroll
+      for (int u = 0; u < 4; ++u)
+#pragma unroll
+        for (int j = 0; j < V; ++j)
+          if (j < width && r + u * Y < r_end) e[u][j] = base[(r + u * Y) * l.in_reduced + j * l.in_inner];
+#pragma unroll
+      for (int u = 0; u < 4; ++u)
+#pragma unroll
+        for (int j = 0; j < V; ++j)
+          if (j < width && r + u * Y < r_end) acc[j] = Op::combine(acc[j], R::convert(e[u][j]));
+    }
+  };
+  if constexpr (V > 1) {
+    const auto add = [&](const uint4& v) {
+      In e[V];
+      unpack(v, e);
+#pragma unroll
+      for (int j = 0; j < V; ++j) acc[j] = Op::combine(acc[j], R::convert(e[j]));
+    };
+    if (width == V) {  // one aligned 16-byte vector per row
+      for (; r + 3 * Y < r_end; r += 4 * Y) {
+        uint4 v[4];
+#pragma unroll
+        for (int u = 0; u < 4; ++u)
+          v[u] = __ldg(reinterpret_cast<const uint4*>(base + (r + u * Y) * l.in_reduced));
+#pragma unroll
+        for (int u = 0; u < 4; ++u) add(v[u]);
+      }
+      if (r < r_end) {  // the last rows, loaded together
+        uint4 v[4];
+#pragma unroll
+        for (int u = 0; u < 4; ++u)
+          v[u] = r + u * Y < r_end ? __ldg(reinterpret_cast<const uint4*>(base + (r + u * Y) * l.in_reduced))
+                                   : uint4{};
+#pragma unroll
+        for (int u = 0; u < 4; ++u)
+          if (r + u * Y < r_end) add(v[u]);
+      }
+    } else if (width > 0) {
+      by_element();  // the last outputs of the inner dim, fewer than V
+    }
+  } else if (width > 0) {
+    by_element();
+  }
+
+  if (Y > 1) {
+    // The Y threads of each column combine as a tree over y (fixed pairs: deterministic):
+    // log2(Y) steps for every thread instead of Y - 1 steps for one.
+    __shared__ Acc parked[kColumnsBlock * V];
+    Acc* mine = parked + (threadIdx.y * X + threadIdx.x) * V;
+#pragma unroll
+    for (int j = 0; j < V; ++j) mine[j] = acc[j];
+    for (int step = Y / 2; step > 0; step /= 2) {
+      __syncthreads();
+      if (int(threadIdx.y) < step) {
+        const Acc* other = mine + step * X * V;
+#pragma unroll
+        for (int j = 0; j < V; ++j) mine[j] = acc[j] = Op::combine(acc[j], other[j]);
+      }
+    }
+    if (threadIdx.y > 0) return;
+  }
+  if (width <= 0) return;
+  const bool one_split = gridDim.y == 1;
+  const int64_t first = one_split ? 0 : int64_t(blockIdx.y) * l.outer * l.inner + o * l.inner;
+#pragma unroll
+  for (int j = 0; j < V; ++j) {
+    if (j >= width) break;
+    const int64_t i = i0 + j;
+    store(out, one_split ? o * l.out_outer + i * l.out_inner : first + i, acc[j]);
+  }
+}
+
+// Combines the splits of the column kernel: thread (x, y) of a block takes output
+// blockIdx.x * 32 + x and splits y, y + Y, ...; the Y are then combined in y order.
+template <class R>
+__global__ void __launch_bounds__(kPartialsX * 32)
+column_partials_kernel(const typename R::Acc* partials, int splits, Layout3 l, Sink out) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  cudaGridDependencySynchronize();
+#endif
+  using Op = typename R::Op;
+  using Acc = typename R::Acc;
+  const int64_t outputs = l.outer * l.inner;
+  const int64_t k = int64_t(blockIdx.x) * kPartialsX + threadIdx.x;
+  Acc v = Op::identity();
+  if (k < outputs)
+    for (int s = threadIdx.y; s < splits; s += blockDim.y) v = Op::combine(v, partials[s * outputs + k]);
+  __shared__ Acc by_y[32][kPartialsX + 1];
+  by_y[threadIdx.y][threadIdx.x] = v;
+  __syncthreads();
+  if (threadIdx.y > 0 || k >= outputs) return;
+  for (int y = 1; y < int(blockDim.y); ++y) v = Op::combine(v, by_y[y][threadIdx.x]);
+  store(out, (k / l.inner) * l.out_outer + (k % l.inner) * l.out_inner, v);
+}
+
+template <class R>
+cudaError_t run_rows(const ReduceArgs& a, const Sink& result, size_t* workspace_bytes) {
+  using In = typename R::In;
+  using Acc = typename R::Acc;
+  const Layout3& l = a.layout;
+  const auto* x = static_cast<const In*>(a.in);
+  const int64_t per_load = l.in_reduced == 1 ? 16 / int64_t(sizeof(In)) : 1;
+  const int64_t loads = ceil_div(l.reduced, per_load);  // per row
+  int team = 1;
+  while (team < 32 && team * 4 < loads) team *= 2;  // four loads per lane (8: no faster)
+  // Teams when rows are short, or when there are rows enough for a quarter of the device's
+  // threads (four loads in flight each keep the memory busy); otherwise blocks on segments
+  // of rows. (One block per row of 4096 float32 was latency-bound: 2 loads per thread.)
+  if (loads <= 4 * 32 || l.outer * team >= int64_t(a.sm_count) * 512) {
+    if (workspace_bytes) {
+      *workspace_bytes = 0;
+      return cudaSuccess;
+    }
+    const int64_t blocks = std::min(ceil_div(l.outer, kRowsBlock / team), kMaxGridX);
+    rows_kernel<R><<<unsigned(blocks), kRowsBlock, 0, a.stream>>>(x, l, team, result);
+    return last_launch_error();
+  }
+  // Segments of about one round of four loads per thread, at least enough blocks to fill the
+  // device, at most about four waves of it.
+  const int64_t wanted = int64_t(a.sm_count) * resident_blocks_per_sm<row_segments_kernel<R>>(kSegmentBlock);
+  int64_t segments = std::max(ceil_div(loads, 4 * kSegmentBlock), ceil_div(wanted, l.outer));
+  segments = std::min(segments, std::max<int64_t>(1, ceil_div(4 * wanted, l.outer)));
+  const int64_t per_segment = ceil_div(ceil_div(l.reduced, segments), 16) * 16;
+  segments = ceil_div(l.reduced, per_segment);
+  if (workspace_bytes) {
+    *workspace_bytes = segments > 1 ? size_t(l.outer * segments) * sizeof(Acc) : 0;
+    return cudaSuccess;
+  }
+  if (l.outer * segments > kMaxGridX) return cudaErrorInvalidConfiguration;
+  if (segments == 1) {
+    row_segments_kernel<R><<<unsigned(l.outer), kSegmentBlock, 0, a.stream>>>(x, l, per_segment, 1, result);
+    return last_launch_error();
+  }
+  auto* partials = static_cast<Acc*>(a.workspace);
+  row_segments_kernel<R><<<unsigned(l.outer * segments), kSegmentBlock, 0, a.stream>>>(
+      x, l, per_segment, int(segments), Sink{partials, dtype_of<Acc>()});
+  if (cudaError_t e = last_launch_error(); e != cudaSuccess) return e;
+  return launch_dependent(row_partials_kernel<R>, dim3(unsigned(ceil_div(l.outer, kRowsBlock / 32))),
+                          dim3(kRowsBlock), a, static_cast<const Acc*>(partials), int(segments), l, result);
+}
+
+template <class R, int V>
+cudaError_t run_columns(const ReduceArgs& a, const Sink& result, size_t* workspace_bytes) {
+  using In = typename R::In;
+  using Acc = typename R::Acc;
+  const Layout3& l = a.layout;
+  // About three blocks per multiprocessor keep the memory busy (four loads in flight per
+  // thread). Threads go down the reduced dim (Y) only when the outputs alone give fewer blocks
+  // than that; past Y = 8, only if that saves splitting the reduced dim across blocks, which
+  // costs a second kernel. (Measured on (128, 65536) and (4096, 4096) over dim 0: Y = 32 with
+  // splits was slower than Y = 8 with more splits.)
+  const int64_t wanted = int64_t(a.sm_count) * 3;
+  const auto blocks_for = [&](int y) { return l.outer * ceil_div(l.inner, int64_t(kColumnsBlock / y) * V); };
+  int Y = 1;
+  while (Y < 8 && blocks_for(Y) < wanted) Y *= 2;
+  if (blocks_for(Y) < wanted) {
+    if (blocks_for(16) >= wanted) Y = 16;
+    else if (blocks_for(32) >= wanted) Y = 32;
+  }
+  const int X = kColumnsBlock / Y;
+  const int64_t column_blocks = ceil_div(l.inner, int64_t(X) * V);
+  const int64_t xblocks = l.outer * column_blocks;
+  int64_t splits = std::clamp<int64_t>(ceil_div(wanted, xblocks), 1, std::max<int64_t>(1, l.reduced / (4 * Y)));
+  splits = std::min<int64_t>(splits, 65535);
+  const int64_t per_split = ceil_div(l.reduced, splits);
+  splits = ceil_div(l.reduced, per_split);
+  if (workspace_bytes) {
+    *workspace_bytes = splits > 1 ? size_t(splits * l.outer * l.inner) * sizeof(Acc) : 0;
+    return cudaSuccess;
+  }
+  if (xblocks > kMaxGridX) return cudaErrorInvalidConfiguration;
+  const auto* x = static_cast<const In*>(a.in);
+  const dim3 grid{unsigned(xblocks), unsigned(splits)}, block{unsigned(X), unsigned(Y)};
+  if (splits == 1) {
+    columns_kernel<R, V><<<grid, block, 0, a.stream>>>(x, l, column_blocks, per_split, result);
+    return last_launch_error();
+  }
+  auto* partials = static_cast<Acc*>(a.workspace);
+  columns_kernel<R, V><<<grid, block, 0, a.stream>>>(x, l, column_blocks, per_split,
+                                                      Sink{partials, dtype_of<Acc>()});
+  if (cudaError_t e = last_launch_error(); e != cudaSuccess) return e;
+  unsigned partial_y = 1;
+  while (partial_y < 32 && partial_y < splits) partial_y *= 2;
+  return launch_dependent(column_partials_kernel<R>,
+                          dim3(unsigned(ceil_div(l.outer * l.inner, kPartialsX))),
+                          dim3(kPartialsX, partial_y), a, static_cast<const Acc*>(partials),
+                          int(splits), l, result);
+}
+
+// auto for one (In, Mid, Op) on any layout; see the top of this file.
+template <class R>
+cudaError_t run_reduce(const ReduceArgs& a, size_t* workspace_bytes) {
+  using In = typename R::In;
+  const Layout3& l = a.layout;
+  const Sink result{a.out, a.types.out, a.divisor};
+  if (l.is_full_contiguous()) {
+    ReduceArgs full = a;
+    full.n = l.reduced;
+    return run_vector<R>(full, workspace_bytes);
+  }
+  if (l.inner == 1) return run_rows<R>(a, result, workspace_bytes);
+  constexpr int kV = 16 / sizeof(In);
+  const auto aligned = [](int64_t stride, int64_t extent) {
+    return extent == 1 || (stride * int64_t(sizeof(In))) % 16 == 0;
+  };
+  const bool vectors = l.in_inner == 1 && reinterpret_cast<uintptr_t>(a.in) % 16 == 0 &&
+                       aligned(l.in_outer, l.outer) && aligned(l.in_reduced, l.reduced);
+  return vectors ? run_columns<R, kV>(a, result, workspace_bytes)
+                 : run_columns<R, 1>(a, result, workspace_bytes);
+}
+
+#define TREDUCE_INSTANTIATE_RUN_REDUCE(IN, MID, OP)                                  \
+  template cudaError_t run_reduce<Reduction<ctype_t<DType::IN>, ctype_t<DType::MID>, OP>>( \
+      const ReduceArgs&, size_t*);
+
+}  // namespace treduce::cuda

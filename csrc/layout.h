@@ -1,0 +1,91 @@
+// What a reduction over some dims reads and writes, as three numbers and six strides, and how a
+// tensor's sizes and strides fold into that form. Torch-free: the CUDA launcher takes a Layout3
+// as plain data, and the CPU code walks the same one.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+namespace treduce {
+
+enum class ReduceOp : int8_t { Sum, Mean, Max, Min };
+
+// out[o * out_outer + i * out_inner] = reduce over r < reduced of
+//   x[o * in_outer + r * in_reduced + i * in_inner]
+// for o < outer, i < inner. Strides in elements. A full reduction of a contiguous tensor is
+// outer = inner = 1, in_reduced = 1.
+struct Layout3 {
+  int64_t outer = 1, reduced = 1, inner = 1;
+  int64_t in_outer = 0, in_reduced = 0, in_inner = 0;
+  int64_t out_outer = 0, out_inner = 0;
+
+  bool is_full_contiguous() const { return outer == 1 && inner == 1 && in_reduced == 1; }
+};
+
+// One dim of the input: its size, its stride in the input, its stride in the (contiguous)
+// output (unused for reduced dims), and whether it is reduced.
+struct DimInfo {
+  int64_t size, in_stride, out_stride;
+  bool reduced;
+};
+
+// Folds the dims into a Layout3 without moving data, when the strides allow it: size-1 dims
+// are dropped, the rest put in memory order (largest input stride first) and neighbours of the
+// same kind merged where they are one run of memory in the input (and, for kept dims, in the
+// output). That leaves runs of kept and reduced dims; [kept] [reduced] [kept] or any part of
+// it is a Layout3. Anything else (two separate runs of reduced dims, say) returns false and
+// the caller makes a copy with the reduced dims last.
+inline bool fold_layout(std::vector<DimInfo> dims, Layout3* out) {
+  dims.erase(std::remove_if(dims.begin(), dims.end(), [](const DimInfo& d) { return d.size == 1; }),
+             dims.end());
+  std::stable_sort(dims.begin(), dims.end(), [](const DimInfo& a, const DimInfo& b) {
+    return a.in_stride > b.in_stride;
+  });
+  std::vector<DimInfo> runs;
+  for (const DimInfo& d : dims) {
+    if (!runs.empty()) {
+      DimInfo& prev = runs.back();
+      const bool in_run = prev.reduced == d.reduced && prev.in_stride == d.in_stride * d.size &&
+                          (d.reduced || prev.out_stride == d.out_stride * d.size);
+      if (in_run) {
+        prev = {prev.size * d.size, d.in_stride, d.out_stride, d.reduced};
+        continue;
+      }
+    }
+    runs.push_back(d);
+  }
+  int reduced_runs = 0;
+  for (const DimInfo& d : runs) reduced_runs += d.reduced;
+  if (reduced_runs > 1 || runs.size() > 3) return false;
+
+  Layout3 l;
+  size_t k = 0;
+  if (reduced_runs == 0) {
+    // Nothing of size > 1 is reduced: a reduction of length 1, up to two kept runs.
+    if (runs.size() > 2) return false;
+    if (runs.size() == 2) {
+      l.outer = runs[0].size, l.in_outer = runs[0].in_stride, l.out_outer = runs[0].out_stride;
+      ++k;
+    }
+  } else if (!runs[0].reduced) {
+    l.outer = runs[0].size, l.in_outer = runs[0].in_stride, l.out_outer = runs[0].out_stride;
+    ++k;
+  }
+  if (reduced_runs == 1) {
+    if (!runs[k].reduced) return false;  // [kept] [kept] [reduced]
+    l.reduced = runs[k].size, l.in_reduced = runs[k].in_stride;
+    ++k;
+  } else {
+    l.in_reduced = 1;  // one element per output: any stride reads it
+  }
+  if (k < runs.size()) {
+    l.inner = runs[k].size, l.in_inner = runs[k].in_stride, l.out_inner = runs[k].out_stride;
+    ++k;
+  }
+  if (k != runs.size()) return false;  // [reduced] [kept] [kept]
+  *out = l;
+  return true;
+}
+
+}  // namespace treduce
