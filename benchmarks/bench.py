@@ -350,11 +350,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
             args.dtypes = [(d, None) for d in torch_reduce.SUPPORTED_DTYPES] + [(torch.float32, torch.float64)]
     except ValueError as e:
         parser.error(str(e))
-    modes = MODES[args.device]
+    return _modes_and_reps(parser, args, MODES[args.device], "modes")
+
+
+def _modes_and_reps(parser: argparse.ArgumentParser, args: argparse.Namespace, modes, what: str) -> argparse.Namespace:
+    """--modes (checked against the device's `modes`; hot only with --quick on CUDA) and --reps."""
     if args.modes:
         args.modes = [m.strip() for m in args.modes.split(",")]
         if unknown := sorted(set(args.modes) - set(modes)):
-            parser.error(f"modes on {args.device}: {', '.join(modes)}; not {', '.join(unknown)}")
+            parser.error(f"{what} on {args.device}: {', '.join(modes)}; not {', '.join(unknown)}")
     else:
         args.modes = ["hot"] if args.quick and args.device == "cuda" else list(modes)
     args.reps = args.reps or (5 if args.quick else 20)
@@ -381,15 +385,7 @@ def _dims_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> arg
     if bad := [d for d, o in args.dtypes if o is not None or d not in dims.FLOATS]:
         parser.error(f"--dims takes float dtypes ({', '.join(str(d).removeprefix('torch.') for d in dims.FLOATS)}), "
                      f"not {', '.join(str(d).removeprefix('torch.') for d in bad)} or a>b")
-    modes = dims.MODES[args.device]
-    if args.modes:
-        args.modes = [m.strip() for m in args.modes.split(",")]
-        if unknown := sorted(set(args.modes) - set(modes)):
-            parser.error(f"modes with --dims on {args.device}: {', '.join(modes)}; not {', '.join(unknown)}")
-    else:
-        args.modes = ["hot"] if args.quick and args.device == "cuda" else list(modes)
-    args.reps = args.reps or (5 if args.quick else 20)
-    return args
+    return _modes_and_reps(parser, args, dims.MODES[args.device], "modes with --dims")
 
 
 def main_dims(args: argparse.Namespace) -> int:
