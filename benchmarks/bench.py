@@ -141,7 +141,8 @@ def make_input(case: Case, device: str) -> tuple[torch.Tensor, torch.Tensor]:
 def reference(x: torch.Tensor, out_dtype: torch.dtype) -> tuple[float, float]:
     """The exact sum (integer results: each element cast first, as torch does, then summed in
     int64 and wrapped) or the float64 sum of the cast elements, and the error a correct float
-    result may have: (n-1) u sum|x| for any summation order plus one rounding to out_dtype."""
+    result may have: (n-1) u sum|x| for any summation order plus one rounding to out_dtype, plus
+    the float64 reference's own (n-1) u64 sum|x|."""
     cast = x.to(out_dtype) if x.dtype != out_dtype else x
     if out_dtype == torch.bool:
         return float(bool((cast != 0).any())), 0.0
@@ -154,7 +155,7 @@ def reference(x: torch.Tensor, out_dtype: torch.dtype) -> tuple[float, float]:
     u_acc = 2.0**-53 if out_dtype == torch.float64 else 2.0**-24
     u_out = {torch.float16: 2.0**-11, torch.bfloat16: 2.0**-8}.get(out_dtype, u_acc)
     total = x64.sum().item()
-    return total, (x.numel() - 1) * u_acc * x64.abs().sum().item() + u_out * abs(total)
+    return total, (x.numel() - 1) * (u_acc + 2.0**-53) * x64.abs().sum().item() + u_out * abs(total)
 
 
 def check(name: str, out: torch.Tensor, want: float, tol: float) -> None:

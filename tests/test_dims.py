@@ -13,7 +13,7 @@ input's bytes as they were. Values:
   float64 sum rounded once to the result dtype and a mean must be within a few roundings of it.
   Otherwise the error may be up to (n-1) u_acc sum|x_i| for n reduced elements (any order of
   additions meets it; Higham, Accuracy and Stability of Numerical Algorithms, 4.2), plus the
-  final roundings. torch's own float32 and float64 results are held to the same bound, so a bound
+  final roundings, and the float64 reference's own error. torch's own float32 and float64 results are held to the same bound, so a bound
   too tight shows up as a test error, not as a bug in the op. (Not its float16 and bfloat16 ones:
   torch rounds some partial sums to the result dtype, where the op promises float accumulation.)
 
@@ -213,7 +213,9 @@ class FloatReference:
         u_acc, u_out, tiny = self.u_acc, self.u_out, torch.finfo(self.out_dtype).tiny
         # Integers whose absolute sum fits the accumulator's mantissa add exactly in any order.
         exact = self.integers and (a.numel() == 0 or a.max().item() < 1 / u_acc)
-        adds = 0.0 if exact else max(n - 1, 0) * u_acc * a
+        # The op's additions, plus the float64 reference's own (as large as the op's for a float64
+        # result, negligible for narrower ones).
+        adds = 0.0 if exact else max(n - 1, 0) * (u_acc + UNIT_ROUNDOFF[torch.float64]) * a
         if op == "sum":
             return s, adds * (1 + u_out) + u_out * s.abs() + tiny, exact
         # A mean: the sum's error over n, a division (or a multiplication by 1/n, itself rounded)
