@@ -8,6 +8,7 @@
 #include <c10/util/string_view.h>
 
 #include <optional>
+#include <vector>
 
 #include "dtype.h"
 #include "layout.h"
@@ -41,5 +42,9 @@ Prepared prepare_reduce(ReduceOp op, const at::Tensor& self, c10::string_view va
                         std::optional<at::ScalarType> dtype);
 
 const char* op_name(ReduceOp op);
+
+// Which of ndim dims `dim` reduces: all of them for None or [], else the listed ones, wrapped
+// as torch wraps them; torch's errors for a dim out of range or repeated.
+std::vector<bool> reduced_dims(int64_t ndim, at::OptionalIntArrayRef dim);
 
 }  // namespace treduce

@@ -85,23 +85,6 @@ SumTypes plan_types(ReduceOp op, DType in, std::optional<at::ScalarType> dtype) 
   return plan_sum_types(in, out);
 }
 
-// Which dims are reduced: all of them for None or [], else the listed ones, wrapped as torch
-// wraps them (a 0-d tensor takes dim 0 and -1).
-std::vector<bool> reduced_dims(int64_t ndim, at::OptionalIntArrayRef dim) {
-  std::vector<bool> reduced(ndim, !dim || dim->empty());
-  if (!dim) return reduced;
-  std::vector<bool> seen(std::max<int64_t>(ndim, 1), false);
-  for (const int64_t d : *dim) {
-    const int64_t w = c10::maybe_wrap_dim(d, ndim);  // IndexError when out of range
-    // Numbers go into the message as strings: streaming an int64_t into c10::str crashed this
-    // library on a GCC 13 build (the exception never reached Python).
-    TORCH_CHECK(!seen[w], "dim " + std::to_string(w) + " appears multiple times in the list of dims");
-    seen[w] = true;
-    if (ndim > 0) reduced[w] = true;
-  }
-  return reduced;
-}
-
 std::vector<DimInfo> dim_infos(const at::Tensor& x, const std::vector<bool>& reduced) {
   const int64_t ndim = x.dim();
   std::vector<DimInfo> dims(ndim);
@@ -112,8 +95,6 @@ std::vector<DimInfo> dim_infos(const at::Tensor& x, const std::vector<bool>& red
   }
   return dims;
 }
-
-}  // namespace
 
 int lookup_variant(ReduceOp op, c10::DeviceType device, c10::string_view name) {
   const bool on_cpu = device == c10::DeviceType::CPU;
@@ -130,6 +111,25 @@ int lookup_variant(ReduceOp op, c10::DeviceType device, c10::string_view name) {
                     " tensors can use: ", names(own));
   TORCH_CHECK_VALUE(false, "treduce.", what, ": unknown variant '", name, "'; ", here,
                     " tensors can use: ", names(own));
+}
+
+}  // namespace
+
+// Which dims are reduced: all of them for None or [], else the listed ones, wrapped as torch
+// wraps them (a 0-d tensor takes dim 0 and -1).
+std::vector<bool> reduced_dims(int64_t ndim, at::OptionalIntArrayRef dim) {
+  std::vector<bool> reduced(ndim, !dim || dim->empty());
+  if (!dim) return reduced;
+  std::vector<bool> seen(std::max<int64_t>(ndim, 1), false);
+  for (const int64_t d : *dim) {
+    const int64_t w = c10::maybe_wrap_dim(d, ndim);  // IndexError when out of range
+    // Numbers go into the message as strings: streaming an int64_t into c10::str crashed this
+    // library on a GCC 13 build (the exception never reached Python).
+    TORCH_CHECK(!seen[w], "dim " + std::to_string(w) + " appears multiple times in the list of dims");
+    seen[w] = true;
+    if (ndim > 0) reduced[w] = true;
+  }
+  return reduced;
 }
 
 Prepared prepare_reduce(ReduceOp op, const at::Tensor& self, c10::string_view variant,

@@ -684,6 +684,25 @@ def test_amax_amin_gradient_splits_ties_evenly(device):
 
 
 @pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("op", OPS)
+def test_graph_recorded_only_when_needed(op, device):
+    """A result has a grad_fn exactly when torch's would: an input that requires grad, with grad
+    mode on (calls without one skip the autograd node)."""
+    x = torch.randn(4, 5, device=device)
+    w = x.clone().requires_grad_()
+    fn = getattr(torch_reduce, op)
+    plain = fn(x, 1)
+    assert plain.grad_fn is None and not plain.requires_grad
+    recorded = fn(w, 1)
+    assert recorded.grad_fn is not None and recorded.requires_grad
+    torch.testing.assert_close(recorded.detach(), plain)
+    with torch.no_grad():
+        assert not fn(w, 1).requires_grad
+    with torch.inference_mode():
+        assert not fn(w, 1).requires_grad
+
+
+@pytest.mark.parametrize("device", DEVICES)
 def test_torch_compile_fullgraph(device):
     """The Python API with dims inside one compiled graph: the same results as eager and torch."""
 
@@ -728,6 +747,8 @@ def test_python_wrappers(device):
         (torch_reduce.sum(xi, (0, 2), keepdim=True), torch.sum(xi, (0, 2), keepdim=True)),
         (torch_reduce.sum(xi, [-1], True, dtype=torch.int16), torch.sum(xi, [-1], True, dtype=torch.int16)),
         (torch_reduce.sum(xi), torch.sum(xi)),
+        (torch_reduce.sum(xf, dtype=torch.float64), torch.sum(xf, dtype=torch.float64)),
+        (torch_reduce.sum(xi, keepdim=True), torch.sum(xi, (), keepdim=True)),
         (torch_reduce.sum(xi, variant=variant_names(device)[0]), torch.sum(xi)),
         (torch_reduce.sum(xf, dim=2, dtype=torch.float64), torch.sum(xf, dim=2, dtype=torch.float64)),
         (torch_reduce.mean(xf, -1), torch.mean(xf, -1)),

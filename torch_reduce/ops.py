@@ -20,6 +20,13 @@ _INTEGRAL = frozenset(SUPPORTED_DTYPES[:6])
 
 Dims = Union[int, Sequence[int], None]
 
+# The ops' overloads, resolved once: calling torch.ops.treduce.sum looks up the namespace, the
+# packet and then the overload on every call.
+_SUM = torch.ops.treduce.sum.default
+_MEAN = torch.ops.treduce.mean.default
+_AMAX = torch.ops.treduce.amax.default
+_AMIN = torch.ops.treduce.amin.default
+
 
 class Variant(NamedTuple):
     """One technique, as listed by :func:`variants`."""
@@ -47,6 +54,21 @@ def _dim_list(dim: Dims) -> list[int] | None:
     return list(dim)
 
 
+def _call(op, x, variant, dim, keepdim, dtype=None):
+    """op(x, ...) with only the arguments that differ from the schema's defaults: each argument
+    the dispatcher converts from Python costs about half a microsecond, as much as a small
+    reduction's kernel."""
+    if dtype is not None:
+        return op(x, variant, _dim_list(dim), keepdim, dtype=dtype)
+    if keepdim:
+        return op(x, variant, _dim_list(dim), keepdim)
+    if dim is not None:
+        return op(x, variant, _dim_list(dim))
+    if variant != "auto":
+        return op(x, variant)
+    return op(x)
+
+
 def sum(x: torch.Tensor, dim: Dims = None, keepdim: bool = False, *,
         dtype: torch.dtype | None = None, variant: str = "auto") -> torch.Tensor:
     """``torch.sum(x, dim, keepdim, dtype=dtype)``: same result dtype, shape and values.
@@ -54,23 +76,23 @@ def sum(x: torch.Tensor, dim: Dims = None, keepdim: bool = False, *,
     ``variant`` names the technique (see :func:`variants`); ``"auto"``, the fastest, is the one
     that reduces over dims, the others reduce whole tensors.
     """
-    return torch.ops.treduce.sum(x, variant, _dim_list(dim), keepdim, dtype=dtype)
+    return _call(_SUM, x, variant, dim, keepdim, dtype)
 
 
 def mean(x: torch.Tensor, dim: Dims = None, keepdim: bool = False, *,
          dtype: torch.dtype | None = None, variant: str = "auto") -> torch.Tensor:
     """``torch.mean(x, dim, keepdim, dtype=dtype)``. Integer inputs need a floating ``dtype``."""
-    return torch.ops.treduce.mean(x, variant, _dim_list(dim), keepdim, dtype=dtype)
+    return _call(_MEAN, x, variant, dim, keepdim, dtype)
 
 
 def amax(x: torch.Tensor, dim: Dims = None, keepdim: bool = False, *, variant: str = "auto") -> torch.Tensor:
     """``torch.amax(x, dim, keepdim)``, NaN propagating; ``dim=None`` reduces every dim."""
-    return torch.ops.treduce.amax(x, variant, _dim_list(dim), keepdim)
+    return _call(_AMAX, x, variant, dim, keepdim)
 
 
 def amin(x: torch.Tensor, dim: Dims = None, keepdim: bool = False, *, variant: str = "auto") -> torch.Tensor:
     """``torch.amin(x, dim, keepdim)``, NaN propagating; ``dim=None`` reduces every dim."""
-    return torch.ops.treduce.amin(x, variant, _dim_list(dim), keepdim)
+    return _call(_AMIN, x, variant, dim, keepdim)
 
 
 def variants(device: str | torch.device = "cuda") -> list[Variant]:
