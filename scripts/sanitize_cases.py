@@ -45,6 +45,7 @@ DIMS_CASES = [
     ("columns (one split)", lambda d: _small_ints((130, 5000), d), 0),
     ("3-D middle dim", lambda d: _small_ints((33, 65, 17), d), 1),
     ("misaligned columns", lambda d: _small_ints((64, 34), d)[:, 1:], 0),
+    ("columns, a partial vector last", lambda d: _small_ints((40, 9, 32), d)[:, :, :29], 1),
     ("two dims", lambda d: _small_ints((6, 7, 8), d), (0, 2)),
 ]
 

@@ -1,15 +1,18 @@
 // Calls treduce::sum through the dispatcher, as a LibTorch program would, on
 // CPU tensors and, where a GPU is present, on CUDA tensors. Every variant,
-// a few dtypes and sizes, against a plain loop over the same data.
+// a few dtypes and sizes, against a plain loop over the same data; and the launch arithmetic
+// of cuda/plan.h against its definition.
 #include <ATen/ATen.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/Context.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <string>
 #include <vector>
 
+#include "cuda/plan.h"
 #include "treduce.h"
 
 namespace {
@@ -79,9 +82,34 @@ void check_device(const at::Device device) {
   expect(treduce::amax(rows).item<float>() == 4.f && treduce::amin(rows).item<float>() == 0.f, dev + ": amax, amin");
 }
 
+// segments_per_row against its definition, every count tried: the fewest segments whose fill
+// of the device's waves is within 0.05 of the best fill of any count up to `most`.
+void check_segments_per_row() {
+  const auto fill = [](int64_t outer, int64_t s, int64_t wave) {
+    return double(outer * s) / double((outer * s + wave - 1) / wave * wave);
+  };
+  int wrong = 0;
+  for (const int64_t wave : {1, 7, 132, 528, 2112})
+    for (int64_t outer = 1; outer <= 3000; outer += outer < 600 ? 1 : 37)
+      for (const int64_t most : {1, 2, 3, 5, 16, 100, 2112}) {
+        double best = 0;
+        for (int64_t s = 1; s <= most; ++s) best = std::max(best, fill(outer, s, wave));
+        int64_t want = 1;
+        while (fill(outer, want, wave) < best - 0.05) ++want;
+        const int64_t got = treduce::cuda::segments_per_row(outer, most, wave);
+        if (got != want && ++wrong <= 5)
+          std::printf("segments_per_row(%lld, %lld, %lld) = %lld, want %lld\n", (long long)outer,
+                      (long long)most, (long long)wave, (long long)got, (long long)want);
+      }
+  expect(wrong == 0, "segments_per_row matches its definition");
+  // (128, 65536): 4 segments, 512 blocks of a 528-block wave, not 5 (640: 1.2 waves).
+  expect(treduce::cuda::segments_per_row(128, 17, 528) == 4, "segments_per_row(128 rows)");
+}
+
 }  // namespace
 
 int main() {
+  check_segments_per_row();
   at::manual_seed(0x5eed);
   check_device(at::Device(at::kCPU));
   if (at::hasCUDA()) check_device(at::Device(at::kCUDA, 0));

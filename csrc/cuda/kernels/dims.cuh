@@ -2,9 +2,10 @@
 //   out[o, i] = reduce over r of x[o * in_outer + r * in_reduced + i * in_inner].
 // Three shapes of work, picked by run_reduce:
 //  - full reduction of a contiguous run: the vector kernel (vector.cuh);
-//  - rows (inner == 1): a team of 1 to 32 lanes per row, sized so each lane has about four
-//    16-byte loads in flight; rows too long for that while too few to fill the device are
-//    cut into segments, one block each, and a second kernel combines each row's segments;
+//  - rows (inner == 1): a team of 1 to 32 lanes per row, sized so each lane has four to eight
+//    16-byte loads; rows too long for that while too few to fill the device are cut into
+//    segments, one block each, as many as fill whole waves of the device, and a second
+//    kernel combines each row's segments;
 //  - columns (inner > 1): threads own adjacent outputs (16 bytes of them when the inner run
 //    is contiguous and aligned) and walk the reduced dim; when the outputs alone do not fill
 //    the device, up to 8 threads share a column in a block, then the reduced dim is split
@@ -13,6 +14,7 @@
 // results are the same bits on every call.
 #pragma once
 
+#include "../plan.h"
 #include "vector.cuh"
 
 namespace treduce::cuda {
@@ -167,33 +169,29 @@ columns_kernel(const typename R::In* x, Layout3 l, int64_t column_blocks, int64_
   for (int j = 0; j < V; ++j) acc[j] = Op::identity();
   const In* base = x + o * l.in_outer + i0 * l.in_inner;
   int64_t r = blockIdx.y * per_split + threadIdx.y;
-  // Any width, any stride: element loads, four rows in flight.
+  // Any width, any stride: element loads, four rows in flight, one output at a time (only
+  // four elements live: an [4][V] batch would cost the vector path its occupancy).
   const auto by_element = [&] {
-    for (; r + 3 * Y < r_end; r += 4 * Y) {
-      In e[4][V];
 #pragma unroll
-      for (int u = 0; u < 4; ++u)
+    for (int j = 0; j < V; ++j) {
+      if (j >= width) break;
+      const In* column = base + j * l.in_inner;
+      int64_t k = r;
+      for (; k + 3 * Y < r_end; k += 4 * Y) {
+        In e[4];
 #pragma unroll
-        for (int j = 0; j < V; ++j)
-          if (j < width) e[u][j] = base[(r + u * Y) * l.in_reduced + j * l.in_inner];
+        for (int u = 0; u < 4; ++u) e[u] = column[(k + u * Y) * l.in_reduced];
 #pragma unroll
-      for (int u = 0; u < 4; ++u)
+        for (int u = 0; u < 4; ++u) acc[j] = Op::combine(acc[j], R::convert(e[u]));
+      }
+      if (k < r_end) {  // the last rows, loaded together
+        In e[4];
 #pragma unroll
-        for (int j = 0; j < V; ++j)
-          if (j < width) acc[j] = Op::combine(acc[j], R::convert(e[u][j]));
-    }
-    if (r < r_end) {  // the last rows, loaded together
-      In e[4][V];
+        for (int u = 0; u < 4; ++u) e[u] = k + u * Y < r_end ? column[(k + u * Y) * l.in_reduced] : In();
 #pragma unroll
-      for (int u = 0; u < 4; ++u)
-#pragma unroll
-        for (int j = 0; j < V; ++j)
-          if (j < width && r + u * Y < r_end) e[u][j] = base[(r + u * Y) * l.in_reduced + j * l.in_inner];
-#pragma unroll
-      for (int u = 0; u < 4; ++u)
-#pragma unroll
-        for (int j = 0; j < V; ++j)
-          if (j < width && r + u * Y < r_end) acc[j] = Op::combine(acc[j], R::convert(e[u][j]));
+        for (int u = 0; u < 4; ++u)
+          if (k + u * Y < r_end) acc[j] = Op::combine(acc[j], R::convert(e[u]));
+      }
     }
   };
   if constexpr (V > 1) {
@@ -232,16 +230,17 @@ columns_kernel(const typename R::In* x, Layout3 l, int64_t column_blocks, int64_
   if (Y > 1) {
     // The Y threads of each column combine as a tree over y (fixed pairs: deterministic):
     // log2(Y) steps for every thread instead of Y - 1 steps for one.
-    __shared__ Acc parked[kColumnsBlock * V];
-    Acc* mine = parked + (threadIdx.y * X + threadIdx.x) * V;
+    // Output j of thread t is parked at [j][t]: a warp's accesses are consecutive words, free
+    // of bank conflicts (at [t][j] they were V-way conflicts).
+    __shared__ Acc parked[V][kColumnsBlock];
+    const int t = threadIdx.y * X + threadIdx.x;
 #pragma unroll
-    for (int j = 0; j < V; ++j) mine[j] = acc[j];
+    for (int j = 0; j < V; ++j) parked[j][t] = acc[j];
     for (int step = Y / 2; step > 0; step /= 2) {
       __syncthreads();
       if (int(threadIdx.y) < step) {
-        const Acc* other = mine + step * X * V;
 #pragma unroll
-        for (int j = 0; j < V; ++j) mine[j] = acc[j] = Op::combine(acc[j], other[j]);
+        for (int j = 0; j < V; ++j) parked[j][t] = acc[j] = Op::combine(acc[j], parked[j][t + step * X]);
       }
     }
     if (threadIdx.y > 0) return;
@@ -288,8 +287,12 @@ cudaError_t run_rows(const ReduceArgs& a, const Sink& result, size_t* workspace_
   const auto* x = static_cast<const In*>(a.in);
   const int64_t per_load = l.in_reduced == 1 ? 16 / int64_t(sizeof(In)) : 1;
   const int64_t loads = ceil_div(l.reduced, per_load);  // per row
+  // About four loads per lane; eight from rows of 32 loads up, which puts more rows in each
+  // warp and fewer blocks in the grid ((65536, 128) float32: 4 lanes a row measured 4% faster
+  // than 8; (65536, 128) bfloat16, 16 loads a row: 4 lanes 7% faster than 2).
+  const int64_t per_lane = loads >= 32 ? 8 : 4;
   int team = 1;
-  while (team < 32 && team * 4 < loads) team *= 2;  // four loads per lane (8: no faster)
+  while (team < 32 && team * per_lane < loads) team *= 2;
   // Teams when rows are short, or when there are rows enough for a quarter of the device's
   // threads (four loads in flight each keep the memory busy); otherwise blocks on segments
   // of rows. (One block per row of 4096 float32 was latency-bound: 2 loads per thread.)
@@ -302,11 +305,12 @@ cudaError_t run_rows(const ReduceArgs& a, const Sink& result, size_t* workspace_
     rows_kernel<R><<<unsigned(blocks), kRowsBlock, 0, a.stream>>>(x, l, team, result);
     return last_launch_error();
   }
-  // Segments of about one round of four loads per thread, at least enough blocks to fill the
-  // device, at most about four waves of it.
-  const int64_t wanted = int64_t(a.sm_count) * resident_blocks_per_sm<row_segments_kernel<R>>(kSegmentBlock);
-  int64_t segments = std::max(ceil_div(loads, 4 * kSegmentBlock), ceil_div(wanted, l.outer));
-  segments = std::min(segments, std::max<int64_t>(1, ceil_div(4 * wanted, l.outer)));
+  // As many segments per row as make the blocks fill whole waves of the device, up to four
+  // waves and at least one load per thread (plan.h). ((128, 65536) float32 had 5 segments, 640
+  // blocks: 1.2 waves of 528; now 4.)
+  const int64_t wave = int64_t(a.sm_count) * resident_blocks_per_sm<row_segments_kernel<R>>(kSegmentBlock);
+  const int64_t most = std::max<int64_t>(1, std::min(ceil_div(4 * wave, l.outer), ceil_div(loads, kSegmentBlock)));
+  int64_t segments = segments_per_row(l.outer, most, wave);
   const int64_t per_segment = ceil_div(ceil_div(l.reduced, segments), 16) * 16;
   segments = ceil_div(l.reduced, per_segment);
   if (workspace_bytes) {
