@@ -41,6 +41,23 @@ auto redispatch(const char* name) {
   return c10::Dispatcher::singleton().findSchemaOrThrow(name, "").typed<Signature>();
 }
 
+// The ops' kernels, below the Autograd key.
+at::Tensor sum_or_mean_below(bool is_mean, const at::Tensor& self, c10::string_view variant,
+                             at::OptionalIntArrayRef dim, bool keepdim, std::optional<at::ScalarType> dtype) {
+  static const auto sum_op = redispatch<SumSignature>("treduce::sum");
+  static const auto mean_op = redispatch<SumSignature>("treduce::mean");
+  at::AutoDispatchBelowADInplaceOrView below_autograd;
+  return (is_mean ? mean_op : sum_op).call(self, variant, dim, keepdim, dtype);
+}
+
+at::Tensor extremum_below(bool is_max, const at::Tensor& self, c10::string_view variant,
+                          at::OptionalIntArrayRef dim, bool keepdim) {
+  static const auto amax_op = redispatch<MinMaxSignature>("treduce::amax");
+  static const auto amin_op = redispatch<MinMaxSignature>("treduce::amin");
+  at::AutoDispatchBelowADInplaceOrView below_autograd;
+  return (is_max ? amax_op : amin_op).call(self, variant, dim, keepdim);
+}
+
 // Whether a call must record a graph node. When not (no input needs a gradient, as in
 // inference and most eager calls), the kernel below is called directly: building a Function
 // node costs about 2 us, as much as the rest of a small call.
@@ -55,13 +72,7 @@ class SumMeanFunction : public torch::autograd::Function<SumMeanFunction> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& self, bool is_mean,
                             c10::string_view variant, at::OptionalIntArrayRef dim, bool keepdim,
                             std::optional<at::ScalarType> dtype) {
-    static const auto sum_op = redispatch<SumSignature>("treduce::sum");
-    static const auto mean_op = redispatch<SumSignature>("treduce::mean");
-    at::Tensor out;
-    {
-      at::AutoDispatchBelowADInplaceOrView below_autograd;
-      out = (is_mean ? mean_op : sum_op).call(self, variant, dim, keepdim, dtype);
-    }
+    const at::Tensor out = sum_or_mean_below(is_mean, self, variant, dim, keepdim, dtype);
     // Symbolic sizes, so that torch.compile can trace this with dynamic shapes.
     const std::vector<int64_t> dims = reduced_dim_list(self.dim(), dim);
     c10::SymInt count = 1;
@@ -91,13 +102,7 @@ class MinMaxFunction : public torch::autograd::Function<MinMaxFunction> {
  public:
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& self, bool is_max,
                             c10::string_view variant, at::OptionalIntArrayRef dim, bool keepdim) {
-    static const auto amax_op = redispatch<MinMaxSignature>("treduce::amax");
-    static const auto amin_op = redispatch<MinMaxSignature>("treduce::amin");
-    at::Tensor out;
-    {
-      at::AutoDispatchBelowADInplaceOrView below_autograd;
-      out = (is_max ? amax_op : amin_op).call(self, variant, dim, keepdim);
-    }
+    const at::Tensor out = extremum_below(is_max, self, variant, dim, keepdim);
     ctx->saved_data["dims"] = reduced_dim_list(self.dim(), dim);
     ctx->saved_data["keepdim"] = keepdim;
     ctx->save_for_backward({self, out});
@@ -117,41 +122,25 @@ class MinMaxFunction : public torch::autograd::Function<MinMaxFunction> {
 
 at::Tensor sum_autograd(const at::Tensor& self, c10::string_view variant, at::OptionalIntArrayRef dim,
                         bool keepdim, std::optional<at::ScalarType> dtype) {
-  if (!records_grad(self)) {
-    static const auto op = redispatch<SumSignature>("treduce::sum");
-    at::AutoDispatchBelowADInplaceOrView below_autograd;
-    return op.call(self, variant, dim, keepdim, dtype);
-  }
+  if (!records_grad(self)) return sum_or_mean_below(false, self, variant, dim, keepdim, dtype);
   return SumMeanFunction::apply(self, false, variant, dim, keepdim, dtype);
 }
 
 at::Tensor mean_autograd(const at::Tensor& self, c10::string_view variant, at::OptionalIntArrayRef dim,
                          bool keepdim, std::optional<at::ScalarType> dtype) {
-  if (!records_grad(self)) {
-    static const auto op = redispatch<SumSignature>("treduce::mean");
-    at::AutoDispatchBelowADInplaceOrView below_autograd;
-    return op.call(self, variant, dim, keepdim, dtype);
-  }
+  if (!records_grad(self)) return sum_or_mean_below(true, self, variant, dim, keepdim, dtype);
   return SumMeanFunction::apply(self, true, variant, dim, keepdim, dtype);
 }
 
 at::Tensor amax_autograd(const at::Tensor& self, c10::string_view variant, at::OptionalIntArrayRef dim,
                          bool keepdim) {
-  if (!records_grad(self)) {
-    static const auto op = redispatch<MinMaxSignature>("treduce::amax");
-    at::AutoDispatchBelowADInplaceOrView below_autograd;
-    return op.call(self, variant, dim, keepdim);
-  }
+  if (!records_grad(self)) return extremum_below(true, self, variant, dim, keepdim);
   return MinMaxFunction::apply(self, true, variant, dim, keepdim);
 }
 
 at::Tensor amin_autograd(const at::Tensor& self, c10::string_view variant, at::OptionalIntArrayRef dim,
                          bool keepdim) {
-  if (!records_grad(self)) {
-    static const auto op = redispatch<MinMaxSignature>("treduce::amin");
-    at::AutoDispatchBelowADInplaceOrView below_autograd;
-    return op.call(self, variant, dim, keepdim);
-  }
+  if (!records_grad(self)) return extremum_below(false, self, variant, dim, keepdim);
   return MinMaxFunction::apply(self, false, variant, dim, keepdim);
 }
 

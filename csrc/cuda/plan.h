@@ -1,11 +1,13 @@
-// Launch arithmetic that needs neither CUDA nor torch, so the C++ test program checks it on any
-// machine.
+// Launch arithmetic that needs neither CUDA nor torch (the kernels get it through common.cuh),
+// so the C++ test program checks it on any machine.
 #pragma once
 
 #include <algorithm>
 #include <cstdint>
 
 namespace treduce::cuda {
+
+inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 // How many segments (blocks) each of `outer` rows is cut into, from 1 to `most`, when `wave`
 // blocks run on the device at once: the fewest whose blocks fill their waves within 5% of the
@@ -20,9 +22,9 @@ namespace treduce::cuda {
 inline int64_t segments_per_row(int64_t outer, int64_t most, int64_t wave) {
   if (most <= 1 || outer <= 0 || wave <= 0) return 1;
   const auto fill = [&](int64_t s) {
-    return double(outer * s) / double((outer * s + wave - 1) / wave * wave);
+    return double(outer * s) / double(ceil_div(outer * s, wave) * wave);
   };
-  const int64_t waves = (outer * most + wave - 1) / wave;
+  const int64_t waves = ceil_div(outer * most, wave);
   const auto last_of = [&](int64_t w) { return std::min(most, w * wave / outer); };
   const auto first_of = [&](int64_t w) { return std::max<int64_t>(1, (w - 1) * wave / outer + 1); };
   double best = 0;

@@ -16,6 +16,7 @@
 #include "../../convert.h"
 #include "../../reduce_ops.h"
 #include "../launch.h"
+#include "../plan.h"
 
 namespace treduce::cuda {
 
@@ -166,8 +167,6 @@ int resident_blocks_per_sm(int threads) {
   }
   return blocks;
 }
-
-inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 // std::min is host-only in device code (without --expt-relaxed-constexpr).
 __host__ __device__ __forceinline__ int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }

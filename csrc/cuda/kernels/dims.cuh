@@ -14,7 +14,6 @@
 // results are the same bits on every call.
 #pragma once
 
-#include "../plan.h"
 #include "vector.cuh"
 
 namespace treduce::cuda {
