@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <tuple>
 
 namespace treduce {
 
@@ -17,6 +18,14 @@ inline constexpr int kNumDTypes = 10;
   X(Bool) X(UInt8) X(Int8) X(Int16) X(Int32) X(Int64) X(Half) X(BFloat16) X(Float) X(Double)
 
 constexpr bool is_integral(DType t) { return t <= DType::Int64; }  // bool too
+
+// The C++ type of each DType, given the side's 16-bit float types (c10's on the CPU, CUDA's
+// on the GPU).
+template <class Half, class BFloat16>  // in DType order
+using ctypes = std::tuple<bool, uint8_t, int8_t, int16_t, int32_t, int64_t, Half, BFloat16, float, double>;
+static_assert(std::tuple_size_v<ctypes<void, void>> == kNumDTypes);
+template <DType D, class Half, class BFloat16>
+using ctype_with = std::tuple_element_t<static_cast<int>(D), ctypes<Half, BFloat16>>;
 
 // What a sum reads (in), converts each element to before accumulating (mid),
 // accumulates in (acc) and returns (out). Each element is turned into

@@ -20,18 +20,7 @@
 
 namespace treduce::cuda {
 
-template <DType> struct CType;
-template <> struct CType<DType::Bool> { using type = bool; };
-template <> struct CType<DType::UInt8> { using type = uint8_t; };
-template <> struct CType<DType::Int8> { using type = int8_t; };
-template <> struct CType<DType::Int16> { using type = int16_t; };
-template <> struct CType<DType::Int32> { using type = int32_t; };
-template <> struct CType<DType::Int64> { using type = int64_t; };
-template <> struct CType<DType::Half> { using type = __half; };
-template <> struct CType<DType::BFloat16> { using type = __nv_bfloat16; };
-template <> struct CType<DType::Float> { using type = float; };
-template <> struct CType<DType::Double> { using type = double; };
-template <DType D> using ctype_t = typename CType<D>::type;
+template <DType D> using ctype_t = ctype_with<D, __half, __nv_bfloat16>;
 
 template <class T> constexpr DType dtype_of();
 template <> constexpr DType dtype_of<bool>() { return DType::Bool; }
