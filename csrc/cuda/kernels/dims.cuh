@@ -8,8 +8,9 @@
 //    kernel combines each row's segments;
 //  - columns (inner > 1): threads own adjacent outputs (16 bytes of them when the inner run
 //    is contiguous and aligned) and walk the reduced dim; when the outputs alone do not fill
-//    the device, up to 8 threads share a column in a block, then the reduced dim is split
-//    across blocks too, and a second kernel combines the splits.
+//    the device, up to 32 threads share a column in a block, then the reduced dim is split
+//    across blocks too, and a second kernel combines the splits. Each thread's outputs are
+//    stored as one run (16-byte stores where aligned).
 // Every output is combined in an order fixed by the shape and the device, never by timing:
 // results are the same bits on every call.
 #pragma once
@@ -19,8 +20,13 @@
 namespace treduce::cuda {
 
 inline constexpr int kRowsBlock = 256;
+// The rows and columns kernels promise ptxas 4 resident blocks (up to 64 registers). Left to
+// itself it kept them near 40 registers by using each loaded vector before issuing the next
+// load (one or two loads in flight, not four); with room it issues all four first. Measured
+// on (4096, 4096) bfloat16 over dim -1: 5.5 us against 6.0 with 5 blocks and 6.6 before.
+inline constexpr int kMinBlocks = 4;
 inline constexpr int kSegmentBlock = 512;
-// Columns: blocks of kColumnsBlock threads, X across the outputs times Y (1, 2, 4 or 8) down
+// Columns: blocks of kColumnsBlock threads, X across the outputs times Y (1 to 32) down
 // the reduced dim.
 inline constexpr int kColumnsBlock = 256;
 inline constexpr int kColumnsMaxY = 32;
@@ -29,18 +35,18 @@ inline constexpr int kPartialsX = 32;  // outputs per block of the column combin
 // One 16-byte vector reduced to the accumulator (packed counting for small integer sums).
 template <class R>
 __device__ __forceinline__ typename R::Acc vector_value(const uint4& v) {
-  using Add = VecAdd<typename R::In, typename R::Mid, typename R::Op>;
-  auto c = Add::init();
-  Add::add(c, v);
-  return typename R::Acc(c);
+  return typename R::Acc(VecAdd<typename R::In, typename R::Mid, typename R::Op>::reduce(v));
 }
 
 // Member t of a team of T combines its share of elements [begin, end) of a row. With stride
 // 1: the row's whole 16-byte vectors t, t + T, ..., four loads issued before any is used, and
 // the few elements before the first and after the last vector. Otherwise elements t, t + T, ...
-template <class R>
+// T is a constant: the four loads are then one address plus fixed offsets. (With T a
+// variable each load needed its own 64-bit address, and ptxas, keeping the registers down,
+// used each vector before loading the next: one or two loads in flight, not four.)
+template <class R, int T>
 __device__ __forceinline__ typename R::Acc row_part(const typename R::In* row, int64_t begin,
-                                                    int64_t end, int64_t stride, int t, int T) {
+                                                    int64_t end, int64_t stride, int t) {
   using In = typename R::In;
   using Op = typename R::Op;
   auto acc = Op::identity();
@@ -50,6 +56,7 @@ __device__ __forceinline__ typename R::Acc row_part(const typename R::In* row, i
     for (int64_t k = t; k < s.head; k += T) acc = Op::combine(acc, R::convert(p[k]));
     const uint4* v = reinterpret_cast<const uint4*>(p + s.head);
     int64_t k = t;
+#pragma unroll 1  // one group of four loads at a time: unrolling further only adds registers
     for (; k + 3 * T < s.vectors; k += 4 * T) {
       uint4 r[4];
 #pragma unroll
@@ -92,21 +99,22 @@ __device__ __forceinline__ typename R::Acc row_part(const typename R::In* row, i
   return acc;
 }
 
-// Rows, a team of `team` lanes (a power of two up to 32) per row.
-template <class R>
-__global__ void __launch_bounds__(kRowsBlock)
-rows_kernel(const typename R::In* x, Layout3 l, int team, Sink out) {
+// Rows, a team of kTeam lanes (a power of two up to 32) per row.
+template <class R, int kTeam>
+__global__ void __launch_bounds__(kRowsBlock, kMinBlocks)
+rows_kernel(const typename R::In* x, Layout3 l, Sink out) {
   using Op = typename R::Op;
-  const int t = threadIdx.x % team;
+  const int t = threadIdx.x % kTeam;
   const unsigned lane = threadIdx.x % 32;
   // The team's lanes only: teams of one warp may leave the loop at different rows.
-  const unsigned mask = team == 32 ? 0xffffffffu : ((1u << team) - 1) << (lane / team * team);
-  const int64_t rows_per_block = kRowsBlock / team;
-  for (int64_t o = blockIdx.x * rows_per_block + threadIdx.x / team; o < l.outer;
-       o += int64_t(gridDim.x) * rows_per_block) {
-    auto v = row_part<R>(x + o * l.in_outer, 0, l.reduced, l.in_reduced, t, team);
-    for (int offset = team / 2; offset > 0; offset >>= 1)
-      v = Op::combine(v, __shfl_down_sync(mask, v, offset, team));
+  const unsigned mask = kTeam == 32 ? 0xffffffffu : ((1u << kTeam) - 1) << (lane / kTeam * kTeam);
+  constexpr int64_t kRowsPerBlock = kRowsBlock / kTeam;
+  for (int64_t o = blockIdx.x * kRowsPerBlock + threadIdx.x / kTeam; o < l.outer;
+       o += int64_t(gridDim.x) * kRowsPerBlock) {
+    auto v = row_part<R, kTeam>(x + o * l.in_outer, 0, l.reduced, l.in_reduced, t);
+#pragma unroll
+    for (int offset = kTeam / 2; offset > 0; offset >>= 1)
+      v = Op::combine(v, __shfl_down_sync(mask, v, offset, kTeam));
     if (t == 0) store(out, o * l.out_outer, v);
   }
 }
@@ -122,7 +130,7 @@ row_segments_kernel(const typename R::In* x, Layout3 l, int64_t per_segment, int
   const int64_t o = blockIdx.x / segments;
   const int64_t begin = (blockIdx.x % segments) * per_segment;
   const int64_t end = min64(l.reduced, begin + per_segment);
-  auto v = row_part<R>(x + o * l.in_outer, begin, end, l.in_reduced, threadIdx.x, kSegmentBlock);
+  auto v = row_part<R, kSegmentBlock>(x + o * l.in_outer, begin, end, l.in_reduced, threadIdx.x);
   v = block_reduce<typename R::Op, kSegmentBlock>(v);
   if (threadIdx.x == 0) store(out, segments == 1 ? o * l.out_outer : int64_t(blockIdx.x), v);
 }
@@ -145,85 +153,67 @@ row_partials_kernel(const typename R::Acc* partials, int segments, Layout3 l, Si
 }
 
 // Columns: thread (x, y) of block (b, split) owns outputs i0 .. i0 + V - 1 of outer index
-// o (b = o * column_blocks + column block) and combines rows split * per_split + y, + Y, ...
-// of them. V > 1 only when the caller checked that every row of those outputs is one aligned
-// 16-byte vector. The Y threads of a column are combined in y order; with one split that is
-// the result, else the split's partial, at [split][o][i].
+// o (b = o * column_blocks + column block; i0 counted from `first`) and combines rows
+// split * per_split + y, + Y, ... of them; threads with i0 >= `end` own none. V > 1 only
+// when the caller checked that every row of [first, end) is whole aligned 16-byte vectors
+// (the last outputs of a row, fewer than V, are another launch with V = 1). The Y threads of
+// a column are combined in y order; with one split that is the result, else the split's
+// partial, at [split][o][i].
+// Kept lean on purpose: with the partial-vector path inside, 64-bit division for o and one
+// store per output, bfloat16 took 62 registers and was 5-10% slower than torch on
+// (128, 65536) and (32, 4096, 4096) over dim 0; now 1.00x and 1.07x.
 template <class R, int V>
-__global__ void __launch_bounds__(kColumnsBlock)
-columns_kernel(const typename R::In* x, Layout3 l, int64_t column_blocks, int64_t per_split, Sink out) {
+__global__ void __launch_bounds__(kColumnsBlock, kMinBlocks)
+columns_kernel(const typename R::In* x, Layout3 l, unsigned column_blocks, int64_t first, int64_t end,
+               int64_t per_split, Sink out) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   cudaTriggerProgrammaticLaunchCompletion();
 #endif
   using In = typename R::In;
   using Op = typename R::Op;
   using Acc = typename R::Acc;
-  const int64_t o = blockIdx.x / column_blocks;
+  using Load = std::conditional_t<V == 1, In, uint4>;
+  const unsigned o = blockIdx.x / column_blocks;  // 32-bit: the grid's x is below 2^31
   const int X = blockDim.x, Y = blockDim.y;
-  const int64_t i0 = ((blockIdx.x % column_blocks) * X + threadIdx.x) * V;
+  const int64_t i0 = first + (int64_t(blockIdx.x - o * column_blocks) * X + threadIdx.x) * V;
   const int64_t r_end = min64(l.reduced, (blockIdx.y + 1) * per_split);
-  const int width = int(min64(V, l.inner - i0));  // <= 0: no outputs here
   Acc acc[V];
 #pragma unroll
   for (int j = 0; j < V; ++j) acc[j] = Op::identity();
-  const In* base = x + o * l.in_outer + i0 * l.in_inner;
-  int64_t r = blockIdx.y * per_split + threadIdx.y;
-  // Any width, any stride: element loads, four rows in flight, one output at a time (only
-  // four elements live: an [4][V] batch would cost the vector path its occupancy).
-  const auto by_element = [&] {
+  const auto add = [&](const Load& v) {
+    if constexpr (V == 1) {
+      acc[0] = Op::combine(acc[0], R::convert(v));
+    } else {
+      Acc t[V];
+      convert_vector<In, typename R::Mid>(v, t);
 #pragma unroll
-    for (int j = 0; j < V; ++j) {
-      if (j >= width) break;
-      const In* column = base + j * l.in_inner;
-      int64_t k = r;
-      for (; k + 3 * Y < r_end; k += 4 * Y) {
-        In e[4];
-#pragma unroll
-        for (int u = 0; u < 4; ++u) e[u] = column[(k + u * Y) * l.in_reduced];
-#pragma unroll
-        for (int u = 0; u < 4; ++u) acc[j] = Op::combine(acc[j], R::convert(e[u]));
-      }
-      if (k < r_end) {  // the last rows, loaded together
-        In e[4];
-#pragma unroll
-        for (int u = 0; u < 4; ++u) e[u] = k + u * Y < r_end ? column[(k + u * Y) * l.in_reduced] : In();
-#pragma unroll
-        for (int u = 0; u < 4; ++u)
-          if (k + u * Y < r_end) acc[j] = Op::combine(acc[j], R::convert(e[u]));
-      }
+      for (int j = 0; j < V; ++j) acc[j] = Op::combine(acc[j], t[j]);
     }
   };
-  if constexpr (V > 1) {
-    const auto add = [&](const uint4& v) {
-      In e[V];
-      unpack(v, e);
-#pragma unroll
-      for (int j = 0; j < V; ++j) acc[j] = Op::combine(acc[j], R::convert(e[j]));
+  if (i0 < end) {
+    int64_t r = blockIdx.y * per_split + threadIdx.y;
+    // Rows r, r + Y, r + 2Y, r + 3Y: four loads in flight, each `step` elements on.
+    const int64_t step = Y * l.in_reduced;
+    const In* p = x + int64_t(o) * l.in_outer + i0 * l.in_inner + r * l.in_reduced;
+    const auto at = [&](int u) {
+      if constexpr (V == 1) return p[u * step];
+      else return __ldg(reinterpret_cast<const uint4*>(p + u * step));
     };
-    if (width == V) {  // one aligned 16-byte vector per row
-      for (; r + 3 * Y < r_end; r += 4 * Y) {
-        uint4 v[4];
+    for (; r + 3 * Y < r_end; r += 4 * Y, p += 4 * step) {
+      Load v[4];
 #pragma unroll
-        for (int u = 0; u < 4; ++u)
-          v[u] = __ldg(reinterpret_cast<const uint4*>(base + (r + u * Y) * l.in_reduced));
+      for (int u = 0; u < 4; ++u) v[u] = at(u);
 #pragma unroll
-        for (int u = 0; u < 4; ++u) add(v[u]);
-      }
-      if (r < r_end) {  // the last rows, loaded together
-        uint4 v[4];
-#pragma unroll
-        for (int u = 0; u < 4; ++u)
-          v[u] = r + u * Y < r_end ? __ldg(reinterpret_cast<const uint4*>(base + (r + u * Y) * l.in_reduced))
-                                   : uint4{};
-#pragma unroll
-        for (int u = 0; u < 4; ++u)
-          if (r + u * Y < r_end) add(v[u]);
-      }
-    } else if (width > 0) {
-      by_element();  // the last outputs of the inner dim, fewer than V
+      for (int u = 0; u < 4; ++u) add(v[u]);
     }
-  } else if (width > 0) {
-    by_element();
+    if (r < r_end) {  // the last rows, loaded together
+      Load v[4];
+#pragma unroll
+      for (int u = 0; u < 4; ++u) v[u] = r + u * Y < r_end ? at(u) : Load{};
+#pragma unroll
+      for (int u = 0; u < 4; ++u)
+        if (r + u * Y < r_end) add(v[u]);
+    }
   }
 
   if (Y > 1) {
@@ -244,14 +234,14 @@ columns_kernel(const typename R::In* x, Layout3 l, int64_t column_blocks, int64_
     }
     if (threadIdx.y > 0) return;
   }
-  if (width <= 0) return;
-  const bool one_split = gridDim.y == 1;
-  const int64_t first = one_split ? 0 : int64_t(blockIdx.y) * l.outer * l.inner + o * l.inner;
+  if (i0 >= end) return;
+  if (gridDim.y > 1) {  // partials, [split][o][i]
+    store_run(out, (int64_t(blockIdx.y) * l.outer + o) * l.inner + i0, acc);
+  } else if (V > 1 && l.out_inner == 1) {
+    store_run(out, int64_t(o) * l.out_outer + i0, acc);
+  } else {
 #pragma unroll
-  for (int j = 0; j < V; ++j) {
-    if (j >= width) break;
-    const int64_t i = i0 + j;
-    store(out, one_split ? o * l.out_outer + i * l.out_inner : first + i, acc[j]);
+    for (int j = 0; j < V; ++j) store(out, int64_t(o) * l.out_outer + (i0 + j) * l.out_inner, acc[j]);
   }
 }
 
@@ -301,8 +291,18 @@ cudaError_t run_rows(const ReduceArgs& a, const Sink& result, size_t* workspace_
       return cudaSuccess;
     }
     const int64_t blocks = std::min(ceil_div(l.outer, kRowsBlock / team), kMaxGridX);
-    rows_kernel<R><<<unsigned(blocks), kRowsBlock, 0, a.stream>>>(x, l, team, result);
-    return last_launch_error();
+    const auto launch = [&](auto kernel) {
+      kernel<<<unsigned(blocks), kRowsBlock, 0, a.stream>>>(x, l, result);
+      return last_launch_error();
+    };
+    switch (team) {
+      case 1: return launch(rows_kernel<R, 1>);
+      case 2: return launch(rows_kernel<R, 2>);
+      case 4: return launch(rows_kernel<R, 4>);
+      case 8: return launch(rows_kernel<R, 8>);
+      case 16: return launch(rows_kernel<R, 16>);
+      default: return launch(rows_kernel<R, 32>);
+    }
   }
   // As many segments per row as make the blocks fill whole waves of the device, up to four
   // waves and at least one load per thread (plan.h). ((128, 65536) float32 had 5 segments, 640
@@ -348,7 +348,10 @@ cudaError_t run_columns(const ReduceArgs& a, const Sink& result, size_t* workspa
     else if (blocks_for(32) >= wanted) Y = 32;
   }
   const int X = kColumnsBlock / Y;
-  const int64_t column_blocks = ceil_div(l.inner, int64_t(X) * V);
+  // Whole vectors; then (V > 1 only) the last outputs of each row, fewer than V, are another
+  // launch, one block per outer index and split.
+  const int64_t whole = l.inner / V * V;
+  const int64_t column_blocks = std::max<int64_t>(1, ceil_div(whole, int64_t(X) * V));
   const int64_t xblocks = l.outer * column_blocks;
   int64_t splits = std::clamp<int64_t>(ceil_div(wanted, xblocks), 1, std::max<int64_t>(1, l.reduced / (4 * Y)));
   splits = std::min<int64_t>(splits, 65535);
@@ -361,20 +364,23 @@ cudaError_t run_columns(const ReduceArgs& a, const Sink& result, size_t* workspa
   if (xblocks > kMaxGridX) return cudaErrorInvalidConfiguration;
   const auto* x = static_cast<const In*>(a.in);
   const dim3 grid{unsigned(xblocks), unsigned(splits)}, block{unsigned(X), unsigned(Y)};
-  if (splits == 1) {
-    columns_kernel<R, V><<<grid, block, 0, a.stream>>>(x, l, column_blocks, per_split, result);
-    return last_launch_error();
+  const Sink sink = splits == 1 ? result : Sink{a.workspace, dtype_of<Acc>()};
+  if (whole > 0) {
+    columns_kernel<R, V><<<grid, block, 0, a.stream>>>(x, l, unsigned(column_blocks), 0, whole, per_split, sink);
+    if (cudaError_t e = last_launch_error(); e != cudaSuccess) return e;
   }
-  auto* partials = static_cast<Acc*>(a.workspace);
-  columns_kernel<R, V><<<grid, block, 0, a.stream>>>(x, l, column_blocks, per_split,
-                                                      Sink{partials, dtype_of<Acc>()});
-  if (cudaError_t e = last_launch_error(); e != cudaSuccess) return e;
+  if (whole < l.inner) {
+    columns_kernel<R, 1><<<dim3{unsigned(l.outer), unsigned(splits)}, block, 0, a.stream>>>(
+        x, l, 1u, whole, l.inner, per_split, sink);
+    if (cudaError_t e = last_launch_error(); e != cudaSuccess) return e;
+  }
+  if (splits == 1) return cudaSuccess;
+  const auto* partials = static_cast<const Acc*>(a.workspace);
   unsigned partial_y = 1;
   while (partial_y < 32 && partial_y < splits) partial_y *= 2;
   return launch_dependent(column_partials_kernel<R>,
                           dim3(unsigned(ceil_div(l.outer * l.inner, kPartialsX))),
-                          dim3(kPartialsX, partial_y), a, static_cast<const Acc*>(partials),
-                          int(splits), l, result);
+                          dim3(kPartialsX, partial_y), a, partials, int(splits), l, result);
 }
 
 // auto for one (In, Mid, Op) on any layout; see the top of this file.

@@ -23,6 +23,7 @@
 #include <algorithm>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 
 #include "common.cuh"
 
@@ -68,22 +69,41 @@ __device__ __forceinline__ void unpack(const uint4& v, In (&e)[16 / sizeof(In)])
   }
 }
 
+// The elements of one vector in the accumulator type. bfloat16 to float is exact, a shift of
+// the bits, so it is done on whole 32-bit words: one instruction per element, where
+// extracting each half and then converting it took two.
+template <class In, class Mid, class Acc>
+__device__ __forceinline__ void convert_vector(const uint4& v, Acc (&t)[16 / sizeof(In)]) {
+  if constexpr (std::is_same_v<In, __nv_bfloat16> && std::is_same_v<Mid, In> &&
+                (std::is_same_v<Acc, float> || std::is_same_v<Acc, double>)) {
+    const unsigned words[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+    for (int w = 0; w < 4; ++w) {
+      t[2 * w] = Acc(__uint_as_float(words[w] << 16));  // the low half is element 2w
+      t[2 * w + 1] = Acc(__uint_as_float(words[w] & 0xffff0000u));
+    }
+  } else {
+    In e[16 / sizeof(In)];
+    unpack(v, e);
+#pragma unroll
+    for (int j = 0; j < int(16 / sizeof(In)); ++j) t[j] = Load<In, Mid, Acc>::apply(e[j]);
+  }
+}
+
 template <class In, class Mid, class Op>
 struct VecAdd {
   using Acc = typename Op::acc_t;
   using Counter = Acc;
   static constexpr int kFlushEvery = 0;
   __device__ __forceinline__ static Counter init() { return Op::identity(); }
-  __device__ __forceinline__ static void add(Counter& c, const uint4& v) {
-    constexpr int kPer = 16 / sizeof(In);
-    In e[kPer];
-    unpack(v, e);
-    Acc t[kPer];
-#pragma unroll
-    for (int j = 0; j < kPer; ++j) t[j] = Load<In, Mid, Acc>::apply(e[j]);
-    pairwise_in_place<kPer, Op>(t);
-    c = Op::combine(c, t[0]);
+  // The vector's elements combined, pairwise.
+  __device__ __forceinline__ static Counter reduce(const uint4& v) {
+    Acc t[16 / sizeof(In)];
+    convert_vector<In, Mid>(v, t);
+    pairwise_in_place<16 / sizeof(In), Op>(t);
+    return t[0];
   }
+  __device__ __forceinline__ static void add(Counter& c, const uint4& v) { c = Op::combine(c, reduce(v)); }
 };
 
 // Packed-integer counting for 1- and 2-byte lanes: each 32-bit word of the vector goes
@@ -108,6 +128,11 @@ struct PackedAdd {
     c = dot(v.y, c);
     c = dot(v.z, c);
     c = dot(v.w, c);
+  }
+  __device__ __forceinline__ static C reduce(const uint4& v) {
+    C c = 0;
+    add(c, v);
+    return c;
   }
 };
 
