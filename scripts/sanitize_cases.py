@@ -46,6 +46,8 @@ DIMS_CASES = [
     ("3-D middle dim", lambda d: _small_ints((33, 65, 17), d), 1),
     ("misaligned columns", lambda d: _small_ints((64, 34), d)[:, 1:], 0),
     ("columns, a partial vector last", lambda d: _small_ints((40, 9, 32), d)[:, :, :29], 1),
+    # Few long rows: 2-byte types take 8-byte vectors here; the last 2 outputs are elements.
+    ("columns, 8-byte vectors, a partial vector last", lambda d: _small_ints((16, 65544), d)[:, :65538], 0),
     ("two dims", lambda d: _small_ints((6, 7, 8), d), (0, 2)),
 ]
 

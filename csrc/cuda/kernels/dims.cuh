@@ -7,10 +7,11 @@
 //    segments, one block each, as many as fill whole waves of the device, and a second
 //    kernel combines each row's segments;
 //  - columns (inner > 1): threads own adjacent outputs (16 bytes of them when the inner run
-//    is contiguous and aligned) and walk the reduced dim; when the outputs alone do not fill
-//    the device, up to 32 threads share a column in a block, then the reduced dim is split
-//    across blocks too, and a second kernel combines the splits. Each thread's outputs are
-//    stored as one run (16-byte stores where aligned).
+//    is contiguous and aligned; 8 bytes for 2-byte types with few outputs) and walk the
+//    reduced dim; when the outputs alone do not fill the device, up to 32 threads share a
+//    column in a block, then the reduced dim is split across blocks too, and a second kernel
+//    combines the splits. Each thread's outputs are stored as one run (16-byte stores where
+//    aligned).
 // Every output is combined in an order fixed by the shape and the device, never by timing:
 // results are the same bits on every call.
 #pragma once
@@ -29,6 +30,7 @@ inline constexpr int kSegmentBlock = 512;
 // Columns: blocks of kColumnsBlock threads, X across the outputs times Y (1 to 32) down
 // the reduced dim.
 inline constexpr int kColumnsBlock = 256;
+inline constexpr int kNarrowBlock = 128;  // the 8-byte column kernel (run_reduce)
 inline constexpr int kColumnsMaxY = 32;
 inline constexpr int kPartialsX = 32;  // outputs per block of the column combine
 
@@ -125,7 +127,9 @@ template <class R>
 __global__ void __launch_bounds__(kSegmentBlock)
 row_segments_kernel(const typename R::In* x, Layout3 l, int64_t per_segment, int segments, Sink out) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  cudaTriggerProgrammaticLaunchCompletion();  // lets the combine kernel launch now
+  // Lets the combine kernel launch now. Only when there is one: with none, the next kernel
+  // on the stream (launched normally) started ~0.15 us later after a trigger.
+  if (segments > 1) cudaTriggerProgrammaticLaunchCompletion();
 #endif
   const int64_t o = blockIdx.x / segments;
   const int64_t begin = (blockIdx.x % segments) * per_segment;
@@ -154,25 +158,27 @@ row_partials_kernel(const typename R::Acc* partials, int segments, Layout3 l, Si
 
 // Columns: thread (x, y) of block (b, split) owns outputs i0 .. i0 + V - 1 of outer index
 // o (b = o * column_blocks + column block; i0 counted from `first`) and combines rows
-// split * per_split + y, + Y, ... of them; threads with i0 >= `end` own none. V > 1 only
-// when the caller checked that every row of [first, end) is whole aligned 16-byte vectors
-// (the last outputs of a row, fewer than V, are another launch with V = 1). The Y threads of
-// a column are combined in y order; with one split that is the result, else the split's
-// partial, at [split][o][i].
+// split * per_split + y, + Y, ... of them, U loads in flight; threads with i0 >= `end` own
+// none. V > 1 only when the caller checked that every row of [first, end) is whole aligned
+// vectors of V elements (16 or 8 bytes; the last outputs of a row, fewer than V, are another
+// launch with V = 1). The Y threads of a column are combined in y order; with one split that
+// is the result, else the split's partial, at [split][o][i].
 // Kept lean on purpose: with the partial-vector path inside, 64-bit division for o and one
 // store per output, bfloat16 took 62 registers and was 5-10% slower than torch on
 // (128, 65536) and (32, 4096, 4096) over dim 0; now 1.00x and 1.07x.
-template <class R, int V>
+template <class R, int V, int U>
 __global__ void __launch_bounds__(kColumnsBlock, kMinBlocks)
 columns_kernel(const typename R::In* x, Layout3 l, unsigned column_blocks, int64_t first, int64_t end,
                int64_t per_split, Sink out) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  cudaTriggerProgrammaticLaunchCompletion();
+  if (gridDim.y > 1) cudaTriggerProgrammaticLaunchCompletion();  // a combine kernel follows
 #endif
   using In = typename R::In;
   using Op = typename R::Op;
   using Acc = typename R::Acc;
-  using Load = std::conditional_t<V == 1, In, uint4>;
+  constexpr int kBytes = V * int(sizeof(In));
+  static_assert(V == 1 || kBytes == 16 || kBytes == 8, "elements, or 16- or 8-byte vectors");
+  using Load = std::conditional_t<V == 1, In, std::conditional_t<kBytes == 16, uint4, uint2>>;
   const unsigned o = blockIdx.x / column_blocks;  // 32-bit: the grid's x is below 2^31
   const int X = blockDim.x, Y = blockDim.y;
   const int64_t i0 = first + (int64_t(blockIdx.x - o * column_blocks) * X + threadIdx.x) * V;
@@ -184,34 +190,35 @@ columns_kernel(const typename R::In* x, Layout3 l, unsigned column_blocks, int64
     if constexpr (V == 1) {
       acc[0] = Op::combine(acc[0], R::convert(v));
     } else {
-      Acc t[V];
-      convert_vector<In, typename R::Mid>(v, t);
+      Acc t[16 / sizeof(In)];
+      if constexpr (kBytes == 16) convert_vector<In, typename R::Mid>(v, t);
+      else convert_vector<In, typename R::Mid>(uint4{v.x, v.y, 0u, 0u}, t);  // the upper half unused
 #pragma unroll
       for (int j = 0; j < V; ++j) acc[j] = Op::combine(acc[j], t[j]);
     }
   };
   if (i0 < end) {
     int64_t r = blockIdx.y * per_split + threadIdx.y;
-    // Rows r, r + Y, r + 2Y, r + 3Y: four loads in flight, each `step` elements on.
+    // Rows r, r + Y, ..., r + (U - 1) Y: U loads in flight, each `step` elements on.
     const int64_t step = Y * l.in_reduced;
     const In* p = x + int64_t(o) * l.in_outer + i0 * l.in_inner + r * l.in_reduced;
     const auto at = [&](int u) {
       if constexpr (V == 1) return p[u * step];
-      else return __ldg(reinterpret_cast<const uint4*>(p + u * step));
+      else return __ldg(reinterpret_cast<const Load*>(p + u * step));
     };
-    for (; r + 3 * Y < r_end; r += 4 * Y, p += 4 * step) {
-      Load v[4];
+    for (; r + (U - 1) * Y < r_end; r += U * Y, p += U * step) {
+      Load v[U];
 #pragma unroll
-      for (int u = 0; u < 4; ++u) v[u] = at(u);
+      for (int u = 0; u < U; ++u) v[u] = at(u);
 #pragma unroll
-      for (int u = 0; u < 4; ++u) add(v[u]);
+      for (int u = 0; u < U; ++u) add(v[u]);
     }
     if (r < r_end) {  // the last rows, loaded together
-      Load v[4];
+      Load v[U];
 #pragma unroll
-      for (int u = 0; u < 4; ++u) v[u] = r + u * Y < r_end ? at(u) : Load{};
+      for (int u = 0; u < U; ++u) v[u] = r + u * Y < r_end ? at(u) : Load{};
 #pragma unroll
-      for (int u = 0; u < 4; ++u)
+      for (int u = 0; u < U; ++u)
         if (r + u * Y < r_end) add(v[u]);
     }
   }
@@ -329,58 +336,75 @@ cudaError_t run_rows(const ReduceArgs& a, const Sink& result, size_t* workspace_
                           dim3(kRowsBlock), a, static_cast<const Acc*>(partials), int(segments), l, result);
 }
 
-template <class R, int V>
-cudaError_t run_columns(const ReduceArgs& a, const Sink& result, size_t* workspace_bytes) {
-  using In = typename R::In;
-  using Acc = typename R::Acc;
-  const Layout3& l = a.layout;
-  // About three blocks per multiprocessor keep the memory busy (four loads in flight per
-  // thread). Threads go down the reduced dim (Y) only when the outputs alone give fewer blocks
-  // than that; past Y = 8, only if that saves splitting the reduced dim across blocks, which
-  // costs a second kernel. (Measured on (128, 65536) and (4096, 4096) over dim 0: Y = 32 with
-  // splits was slower than Y = 8 with more splits.)
-  const int64_t wanted = int64_t(a.sm_count) * 3;
-  const auto blocks_for = [&](int y) { return l.outer * ceil_div(l.inner, int64_t(kColumnsBlock / y) * V); };
+// How run_columns lays out the work for V outputs a thread and blocks of `threads`.
+struct ColumnsShape {
+  int Y, X;                // threads down the reduced dim and across the outputs, per block
+  int64_t column_blocks;   // blocks across the whole vectors of one outer index
+  int64_t splits, per_split;
+};
+
+// About three blocks per multiprocessor keep the memory busy. Threads go down the reduced dim
+// (Y) only when the outputs alone give fewer blocks than that; past Y = 8, only if that saves
+// splitting the reduced dim across blocks, which costs a second kernel. (Measured on
+// (128, 65536) and (4096, 4096) over dim 0: Y = 32 with splits was slower than Y = 8 with more
+// splits.)
+inline ColumnsShape columns_shape(const Layout3& l, int64_t V, int threads, int sm_count) {
+  const int64_t wanted = int64_t(sm_count) * 3;
+  const auto blocks_for = [&](int y) { return l.outer * ceil_div(l.inner, int64_t(threads / y) * V); };
   int Y = 1;
   while (Y < 8 && blocks_for(Y) < wanted) Y *= 2;
   if (blocks_for(Y) < wanted) {
     if (blocks_for(16) >= wanted) Y = 16;
     else if (blocks_for(32) >= wanted) Y = 32;
   }
-  const int X = kColumnsBlock / Y;
+  ColumnsShape c{};
+  c.Y = Y;
+  c.X = threads / Y;
+  const int64_t whole = l.inner / V * V;
+  c.column_blocks = std::max<int64_t>(1, ceil_div(whole, int64_t(c.X) * V));
+  const int64_t xblocks = l.outer * c.column_blocks;
+  c.splits = std::clamp<int64_t>(ceil_div(wanted, xblocks), 1, std::max<int64_t>(1, l.reduced / (4 * Y)));
+  c.splits = std::min<int64_t>(c.splits, 65535);
+  c.per_split = ceil_div(l.reduced, c.splits);
+  c.splits = ceil_div(l.reduced, c.per_split);
+  return c;
+}
+
+template <class R, int V, int U>
+cudaError_t run_columns(const ReduceArgs& a, const Sink& result, const ColumnsShape& c,
+                        size_t* workspace_bytes) {
+  using In = typename R::In;
+  using Acc = typename R::Acc;
+  const Layout3& l = a.layout;
+  if (workspace_bytes) {
+    *workspace_bytes = c.splits > 1 ? size_t(c.splits * l.outer * l.inner) * sizeof(Acc) : 0;
+    return cudaSuccess;
+  }
   // Whole vectors; then (V > 1 only) the last outputs of each row, fewer than V, are another
   // launch, one block per outer index and split.
   const int64_t whole = l.inner / V * V;
-  const int64_t column_blocks = std::max<int64_t>(1, ceil_div(whole, int64_t(X) * V));
-  const int64_t xblocks = l.outer * column_blocks;
-  int64_t splits = std::clamp<int64_t>(ceil_div(wanted, xblocks), 1, std::max<int64_t>(1, l.reduced / (4 * Y)));
-  splits = std::min<int64_t>(splits, 65535);
-  const int64_t per_split = ceil_div(l.reduced, splits);
-  splits = ceil_div(l.reduced, per_split);
-  if (workspace_bytes) {
-    *workspace_bytes = splits > 1 ? size_t(splits * l.outer * l.inner) * sizeof(Acc) : 0;
-    return cudaSuccess;
-  }
+  const int64_t xblocks = l.outer * c.column_blocks;
   if (xblocks > kMaxGridX) return cudaErrorInvalidConfiguration;
   const auto* x = static_cast<const In*>(a.in);
-  const dim3 grid{unsigned(xblocks), unsigned(splits)}, block{unsigned(X), unsigned(Y)};
-  const Sink sink = splits == 1 ? result : Sink{a.workspace, dtype_of<Acc>()};
+  const dim3 grid{unsigned(xblocks), unsigned(c.splits)}, block{unsigned(c.X), unsigned(c.Y)};
+  const Sink sink = c.splits == 1 ? result : Sink{a.workspace, dtype_of<Acc>()};
   if (whole > 0) {
-    columns_kernel<R, V><<<grid, block, 0, a.stream>>>(x, l, unsigned(column_blocks), 0, whole, per_split, sink);
+    columns_kernel<R, V, U><<<grid, block, 0, a.stream>>>(x, l, unsigned(c.column_blocks), 0, whole,
+                                                          c.per_split, sink);
     if (cudaError_t e = last_launch_error(); e != cudaSuccess) return e;
   }
   if (whole < l.inner) {
-    columns_kernel<R, 1><<<dim3{unsigned(l.outer), unsigned(splits)}, block, 0, a.stream>>>(
-        x, l, 1u, whole, l.inner, per_split, sink);
+    columns_kernel<R, 1, 4><<<dim3{unsigned(l.outer), unsigned(c.splits)}, block, 0, a.stream>>>(
+        x, l, 1u, whole, l.inner, c.per_split, sink);
     if (cudaError_t e = last_launch_error(); e != cudaSuccess) return e;
   }
-  if (splits == 1) return cudaSuccess;
+  if (c.splits == 1) return cudaSuccess;
   const auto* partials = static_cast<const Acc*>(a.workspace);
   unsigned partial_y = 1;
-  while (partial_y < 32 && partial_y < splits) partial_y *= 2;
+  while (partial_y < 32 && partial_y < c.splits) partial_y *= 2;
   return launch_dependent(column_partials_kernel<R>,
                           dim3(unsigned(ceil_div(l.outer * l.inner, kPartialsX))),
-                          dim3(kPartialsX, partial_y), a, partials, int(splits), l, result);
+                          dim3(kPartialsX, partial_y), a, partials, int(c.splits), l, result);
 }
 
 // auto for one (In, Mid, Op) on any layout; see the top of this file.
@@ -401,8 +425,20 @@ cudaError_t run_reduce(const ReduceArgs& a, size_t* workspace_bytes) {
   };
   const bool vectors = l.in_inner == 1 && reinterpret_cast<uintptr_t>(a.in) % 16 == 0 &&
                        aligned(l.in_outer, l.outer) && aligned(l.in_reduced, l.reduced);
-  return vectors ? run_columns<R, kV>(a, result, workspace_bytes)
-                 : run_columns<R, 1>(a, result, workspace_bytes);
+  if (!vectors) return run_columns<R, 1, 4>(a, result, columns_shape(l, 1, kColumnsBlock, a.sm_count), workspace_bytes);
+  const ColumnsShape wide = columns_shape(l, kV, kColumnsBlock, a.sm_count);
+  // Few outputs of a 2-byte type: 16-byte vectors give 8 outputs a thread, so few threads
+  // across that 16 go down each column and a 4-level tree combines them. 8-byte vectors,
+  // blocks of kNarrowBlock threads and 8 loads in flight fill the device with Y <= 8 instead.
+  // (128, 65536) bfloat16 over dim 0: 3.99 us against 4.53 (torch 4.56); 4 loads in flight
+  // 4.18, blocks of 256 4.27. float32 gained only on (256, 32768), 5%: not instantiated.
+  if constexpr (sizeof(In) == 2) {
+    if (wide.Y >= 16) {
+      const ColumnsShape narrow = columns_shape(l, kV / 2, kNarrowBlock, a.sm_count);
+      if (narrow.splits == 1) return run_columns<R, kV / 2, 8>(a, result, narrow, workspace_bytes);
+    }
+  }
+  return run_columns<R, kV, 4>(a, result, wide, workspace_bytes);
 }
 
 #define TREDUCE_INSTANTIATE_RUN_REDUCE(IN, MID, OP)                                  \
