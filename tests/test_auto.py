@@ -5,6 +5,7 @@ torch.sum's, and exact 1-byte sums past 2^32."""
 import pytest
 import torch
 
+import torch_reduce
 from util import DTYPES, HAS_CUDA, checked_sum, cuda_only, device_params, exact_input, exact_reference, fresh_generator, same_value
 
 FAST = [p for p in device_params() if p.values[1] in ("auto", "cub")]
@@ -51,6 +52,44 @@ def test_graph_replays_bitwise_identical(variant, n):
     for _ in range(100):
         graph.replay()
         assert torch.equal(out, eager)
+
+
+def _chain(x, op, steps=4):
+    """Each step: a kernel writes x, `op` sums it, and the next kernel reads that sum."""
+    sums = []
+    for _ in range(steps):
+        x.add_(1)
+        s = op(x)
+        sums.append(s)
+        x.sub_((s % 5).to(x.dtype))
+    return torch.stack(sums)
+
+
+@cuda_only
+@pytest.mark.parametrize("offset", [0, 1])
+@pytest.mark.parametrize("n", [1000, 2**14 + 3, 300_007, 2**22])
+@pytest.mark.parametrize("graph", [False, True], ids=["eager", "graph"])
+def test_each_call_sees_the_kernel_before(graph, n, offset):
+    """auto's kernels launch before the kernel ahead of them on the stream has finished
+    (programmatic dependent launch) and must wait for it before reading: a chain of writes,
+    sums and reads of the sums, eagerly and in a replayed graph, against the same chain in
+    int64 on the CPU."""
+    gen, _ = fresh_generator("cuda")
+    start = torch.randint(-3, 4, (n + offset,), generator=gen, device="cuda", dtype=torch.int32)[offset:]
+    want = _chain(start.cpu().to(torch.int64), torch.sum)
+    x = torch.empty(n + offset, dtype=torch.int32, device="cuda")[offset:]
+    x.copy_(start)
+    if graph:
+        _chain(x, torch_reduce.sum)  # warm up outside the capture
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            got = _chain(x, torch_reduce.sum)
+        for _ in range(3):
+            x.copy_(start)
+            g.replay()
+            assert torch.equal(got.cpu(), want)
+    else:
+        assert torch.equal(_chain(x, torch_reduce.sum).cpu(), want)
 
 
 @cuda_only

@@ -10,14 +10,17 @@
 //    into the 64-bit sum before they could overflow; nothing is widened in memory.
 //  - One block for small inputs (one launch). Otherwise as many blocks of 512 threads as
 //    fit on the device at once (4 per multiprocessor at up to 32 registers a thread, 3 for
-//    the 8-byte accumulators) each write a partial, and a second kernel, launched with
-//    programmatic dependence so its launch overlaps the first, adds the partials in block
-//    order.
+//    the 8-byte accumulators) each write a partial, and a second kernel adds the partials in
+//    block order.
+//  - Every kernel is launched with programmatic dependence: its launch overlaps the kernel
+//    before it on the stream, and it waits for that kernel before reading anything. A chain
+//    of calls (or a call after any kernel that allows it) saves most of a launch: float32
+//    2^14 in a graph of calls, 2.23 -> 1.64 us.
 // The data each thread and block reads is fixed by n, the alignment and the device, so
 // the result is the same bits on every call and every graph replay.
-// Still costs: the second kernel, about 1 us on mid sizes (benchmarks/NOTES.md says why a
-// single kernel with a completion counter was not taken); blocks owning one tile fewer than
-// others idle at the end on sizes just past a multiple of the grid.
+// Still costs: the second kernel on mid sizes (benchmarks/NOTES.md says why a single kernel
+// with a completion counter was not taken); blocks owning one tile fewer than others idle at
+// the end on sizes just past a multiple of the grid.
 #pragma once
 
 #include <algorithm>
@@ -156,6 +159,32 @@ __host__ __device__ __forceinline__ VecSplit split_at_vectors(const void* p, int
   return {head, vectors, n - head - vectors * per_vector};
 }
 
+// *p if `load`, else zero bits; issued where it is written. The single block constructs Ends
+// before its loop: with a plain load the compiler moved it to its use after the loop, where
+// it cost a round trip of its own (float32 2^14 one element off: +7%).
+template <class T>
+__device__ __forceinline__ T load_here(const T* p, bool load) {
+  static_assert(sizeof(T) <= 8 && (sizeof(T) & (sizeof(T) - 1)) == 0, "1, 2, 4 or 8 bytes");
+  using Bits = std::conditional_t<sizeof(T) == 8, unsigned long long, unsigned>;
+  Bits bits = 0;
+  if constexpr (sizeof(T) == 8) {
+    asm volatile("{ .reg .pred q; setp.ne.b32 q, %2, 0; @q ld.global.nc.b64 %0, [%1]; }"
+                 : "+l"(bits) : "l"(p), "r"(int(load)));
+  } else if constexpr (sizeof(T) == 4) {
+    asm volatile("{ .reg .pred q; setp.ne.b32 q, %2, 0; @q ld.global.nc.b32 %0, [%1]; }"
+                 : "+r"(bits) : "l"(p), "r"(int(load)));
+  } else if constexpr (sizeof(T) == 2) {
+    asm volatile("{ .reg .pred q; setp.ne.b32 q, %2, 0; @q ld.global.nc.u16 %0, [%1]; }"
+                 : "+r"(bits) : "l"(p), "r"(int(load)));
+  } else {
+    asm volatile("{ .reg .pred q; setp.ne.b32 q, %2, 0; @q ld.global.nc.u8 %0, [%1]; }"
+                 : "+r"(bits) : "l"(p), "r"(int(load)));
+  }
+  T v;
+  memcpy(&v, &bits, sizeof(T));  // the low bytes (little-endian)
+  return v;
+}
+
 // The head and tail, fewer than one vector each: thread t takes head element t and tail
 // element t where they exist. Loaded when constructed, added by sum().
 template <class R>
@@ -165,8 +194,8 @@ struct Ends {
   In head, tail;
   __device__ __forceinline__ Ends(const In* x, VecSplit s, int64_t t)
       : has_head(t < s.head), has_tail(t < s.tail) {
-    head = has_head ? x[t] : In();
-    tail = has_tail ? x[s.head + s.vectors * (16 / int64_t(sizeof(In))) + t] : In();
+    head = load_here(x + (has_head ? t : 0), has_head);
+    tail = load_here(x + (has_tail ? s.head + s.vectors * (16 / int64_t(sizeof(In))) + t : 0), has_tail);
   }
   __device__ __forceinline__ typename R::Acc sum() const {
     auto v = R::Op::identity();
@@ -232,36 +261,55 @@ __device__ __forceinline__ typename R::Acc tile_sum(const typename R::In* x, Vec
   return Op::combine(acc, total[0]);
 }
 
-// With one block it also adds the head and tail. With several, the combine kernel does:
-// the compiler moved those loads to their use at the end of the tiles, where they cost the
-// first block a memory round trip of its own (uint8, 2^20, one element off: +19%).
+// With one block it also adds the head and tail, loaded before the tiles. With several, the
+// combine kernel does (loaded before it waits): in the first block they had cost a memory
+// round trip of its own (uint8, 2^20, one element off: +19%).
+// Launched with programmatic dependence (launch_dependent): the launch overlaps the kernel
+// before it on the stream, which may still be writing x, so the kernel waits for that first.
+// It lets the kernel after it launch (which waits for this one in turn): a single block at
+// once, so the next call's launch overlaps this one; a grid of several only after its wait,
+// since its combine kernel reads the head and tail of x before waiting, and so that a chain
+// of calls never has more than one grid launched ahead.
 template <class R>
 __global__ void __launch_bounds__(kVecBlock)
 vector_sum_kernel(const typename R::In* x, VecSplit s, Sink out) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  // Lets the combine kernel launch now; it still waits for this whole grid to finish.
-  cudaTriggerProgrammaticLaunchCompletion();
+  if (gridDim.x == 1) {
+    cudaTriggerProgrammaticLaunchCompletion();
+    cudaGridDependencySynchronize();
+  } else {
+    cudaGridDependencySynchronize();
+    cudaTriggerProgrammaticLaunchCompletion();
+  }
 #endif
+  // Only inputs with a head or tail run the Ends code (on aligned ones, its loads predicated
+  // off and their adds still cost the single block ~0.2 us at 2^14).
+  const bool ends = gridDim.x == 1 && (s.head | s.tail) != 0;
+  const Ends<R> head_tail(x, ends ? s : VecSplit{}, threadIdx.x);
   auto v = tile_sum<R>(x, s);
-  if (gridDim.x == 1) v = R::Op::combine(v, Ends<R>(x, s, threadIdx.x).sum());
+  if (ends) v = R::Op::combine(v, head_tail.sum());
   v = block_reduce<typename R::Op, kVecBlock>(v);
   if (threadIdx.x == 0) store(out, blockIdx.x, v);
 }
 
 // Adds the block partials in block order (each thread a fixed stride of them, then a fixed
 // tree), so the result does not depend on which block finished first; and the head and tail,
-// loaded before waiting for the first kernel (the input was complete before that started).
+// loaded before waiting for the first kernel (x was complete before that kernel let this one
+// launch).
 template <class R>
 __global__ void __launch_bounds__(kCombineBlock)
 combine_partials_kernel(const typename R::Acc* partials, int n, const typename R::In* x,
                         VecSplit s, Sink out) {
-  const Ends<R> ends(x, s, threadIdx.x);
+  const bool ends = (s.head | s.tail) != 0;
+  const Ends<R> head_tail(x, ends ? s : VecSplit{}, threadIdx.x);
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  cudaTriggerProgrammaticLaunchCompletion();  // the next call's kernel may launch; it waits for this one
   cudaGridDependencySynchronize();  // the first kernel has finished and its writes are visible
 #endif
   auto v = R::Op::identity();
   for (int i = threadIdx.x; i < n; i += kCombineBlock) v = R::Op::combine(v, partials[i]);
-  v = block_reduce<typename R::Op, kCombineBlock>(R::Op::combine(v, ends.sum()));
+  if (ends) v = R::Op::combine(v, head_tail.sum());
+  v = block_reduce<typename R::Op, kCombineBlock>(v);
   if (threadIdx.x == 0) store(out, 0, v);
 }
 
@@ -281,13 +329,12 @@ cudaError_t run_vector(const ReduceArgs& a, size_t* workspace_bytes) {
   }
   const auto* x = static_cast<const In*>(a.in);
   const Sink result{a.out, a.types.out, a.divisor};
-  if (blocks == 1) {
-    vector_sum_kernel<R><<<1, kVecBlock, 0, a.stream>>>(x, s, result);
-    return last_launch_error();
-  }
+  if (blocks == 1) return launch_dependent(vector_sum_kernel<R>, dim3(1), dim3(kVecBlock), a, x, s, result);
   auto* partials = static_cast<Acc*>(a.workspace);
-  vector_sum_kernel<R><<<unsigned(blocks), kVecBlock, 0, a.stream>>>(x, s, Sink{partials, dtype_of<Acc>()});
-  if (cudaError_t e = last_launch_error(); e != cudaSuccess) return e;
+  if (cudaError_t e = launch_dependent(vector_sum_kernel<R>, dim3(unsigned(blocks)), dim3(kVecBlock), a, x, s,
+                                       Sink{partials, dtype_of<Acc>()});
+      e != cudaSuccess)
+    return e;
 
   return launch_dependent(combine_partials_kernel<R>, dim3(1), dim3(kCombineBlock), a,
                           static_cast<const Acc*>(partials), int(blocks), x, s, result);
