@@ -58,11 +58,12 @@ constexpr VariantDoc kDocs[] = {
     {"cub", "run_cub (kernels/cub.cuh)",
      "cub::DeviceReduce::TransformReduce with the same conversions and accumulator: the in-run reference",
      "-", "-", false},
-    {"auto", "vector_sum_kernel, combine_partials_kernel (kernels/vector.cuh); rows_kernel, "
+    {"auto", "small_sum_kernel, vector_sum_kernel, combine_partials_kernel (kernels/vector.cuh); rows_kernel, "
      "row_segments_kernel, columns_kernel (kernels/dims.cuh)",
      "16-byte loads with the misaligned head and tail peeled, 4 in flight per thread; 1-byte and "
      "int16 inputs counted by __dp4a / __dp2a in 32-bit registers; one block for small inputs, "
-     "else as many blocks as fit at once and an overlapped (PDL) second kernel adding their partials in order",
+     "else as many blocks as fit at once and a second kernel adding their partials in order; every kernel "
+     "launched with programmatic dependence (PDL), overlapping the kernel before it",
      "-", "our fastest: everything above that pays, plus vector loads and packed-integer counting",
      false},
 };

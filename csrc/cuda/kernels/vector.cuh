@@ -209,7 +209,8 @@ struct Ends {
 // b + 2 gridDim, ...; inside a tile thread t reads vectors t, t + 512, t + 1024 and t + 1536,
 // so each load instruction of the block covers 8 KiB in one piece and each block streams
 // through memory in order.
-template <class R>
+// kSingle: the grid is one block (a constant tile stride, no modulo for the last tile).
+template <class R, bool kSingle>
 __device__ __forceinline__ typename R::Acc tile_sum(const typename R::In* x, VecSplit s) {
   using In = typename R::In;
   using Acc = typename R::Acc;
@@ -222,7 +223,8 @@ __device__ __forceinline__ typename R::Acc tile_sum(const typename R::In* x, Vec
   for (int u = 0; u < kVecUnroll; ++u) c[u] = Add::init();
   const int64_t full_tiles = s.vectors / kVecTile;
   int since_flush = 0;
-  for (int64_t tile = blockIdx.x; tile < full_tiles; tile += gridDim.x) {
+  const int64_t first_tile = kSingle ? 0 : blockIdx.x, tile_stride = kSingle ? 1 : gridDim.x;
+  for (int64_t tile = first_tile; tile < full_tiles; tile += tile_stride) {
     uint4 r[kVecUnroll];
 #pragma unroll
     for (int u = 0; u < kVecUnroll; ++u) r[u] = __ldg(v + tile * kVecTile + u * kVecBlock);
@@ -239,7 +241,7 @@ __device__ __forceinline__ typename R::Acc tile_sum(const typename R::In* x, Vec
       }
     }
   }
-  if (blockIdx.x == full_tiles % gridDim.x) {  // the last, partial tile
+  if (kSingle || blockIdx.x == full_tiles % gridDim.x) {  // the last, partial tile
     // All loads first, then the adds: a load inside `if (in range) add(load)` waited for the
     // previous add, four round trips in a row (ncu, uint8 2^20 one element off: +1 us).
     const int64_t first = full_tiles * kVecTile + threadIdx.x;
@@ -261,42 +263,59 @@ __device__ __forceinline__ typename R::Acc tile_sum(const typename R::In* x, Vec
   return Op::combine(acc, total[0]);
 }
 
-// With one block it also adds the head and tail, loaded before the tiles. With several, the
-// combine kernel does (loaded before it waits): in the first block they had cost a memory
-// round trip of its own (uint8, 2^20, one element off: +19%).
-// Launched with programmatic dependence (launch_dependent): the launch overlaps the kernel
-// before it on the stream, which may still be writing x, so the kernel waits for that first.
-// It lets the kernel after it launch (which waits for this one in turn): a single block at
-// once, so the next call's launch overlaps this one; a grid of several only after its wait,
-// since its combine kernel reads the head and tail of x before waiting, and so that a chain
-// of calls never has more than one grid launched ahead.
-template <class R>
+// The result of one block or of the combine kernel. Out: its C type when the call's result
+// is the accumulator type and no division is asked for (most calls), stored as it is; void:
+// through the Sink (any dtype, mean's division). These kernels are one block and short, so
+// the store's dtype switch and divisor test were a visible part of a call (0.1 us at 2^10).
+template <class Out, class A>
+__device__ __forceinline__ void store_result(const Sink& out, A v) {
+  if constexpr (std::is_void_v<Out>) store(out, 0, v);
+  else *static_cast<Out*>(out.ptr) = v;
+}
+
+// Small inputs: the whole call is this one block. Launched with programmatic dependence
+// (launch_dependent): its launch overlaps the kernel before it on the stream, which may still
+// be writing x, so it waits for that first; it lets the kernel after it launch at once (that
+// one waits for this in turn), so a chain of calls overlaps their launches. The head and tail
+// are loaded before the tiles (the compiler had moved plain loads to their use after the
+// loop: a round trip of its own, uint8 2^20 one element off +19%); aligned inputs skip that
+// code (its predicated-off loads and adds cost ~0.2 us at 2^14).
+template <class R, class Out>
 __global__ void __launch_bounds__(kVecBlock)
-vector_sum_kernel(const typename R::In* x, VecSplit s, Sink out) {
+small_sum_kernel(const typename R::In* x, VecSplit s, Sink out) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  if (gridDim.x == 1) {
-    cudaTriggerProgrammaticLaunchCompletion();
-    cudaGridDependencySynchronize();
-  } else {
-    cudaGridDependencySynchronize();
-    cudaTriggerProgrammaticLaunchCompletion();
-  }
+  cudaTriggerProgrammaticLaunchCompletion();
+  cudaGridDependencySynchronize();
 #endif
-  // Only inputs with a head or tail run the Ends code (on aligned ones, its loads predicated
-  // off and their adds still cost the single block ~0.2 us at 2^14).
-  const bool ends = gridDim.x == 1 && (s.head | s.tail) != 0;
+  const bool ends = (s.head | s.tail) != 0;
   const Ends<R> head_tail(x, ends ? s : VecSplit{}, threadIdx.x);
-  auto v = tile_sum<R>(x, s);
+  auto v = tile_sum<R, true>(x, s);
   if (ends) v = R::Op::combine(v, head_tail.sum());
   v = block_reduce<typename R::Op, kVecBlock>(v);
-  if (threadIdx.x == 0) store(out, blockIdx.x, v);
+  if (threadIdx.x == 0) store_result<Out>(out, v);
+}
+
+// Larger inputs: each block's partial, combined by combine_partials_kernel. It lets that
+// kernel launch only after its own wait, since the combine reads the head and tail of x
+// before waiting, and so that a chain of calls never has more than one grid launched ahead
+// (a grid that triggered first let chains of waiting grids crowd the device).
+template <class R>
+__global__ void __launch_bounds__(kVecBlock)
+vector_sum_kernel(const typename R::In* x, VecSplit s, typename R::Acc* partials) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  cudaGridDependencySynchronize();
+  cudaTriggerProgrammaticLaunchCompletion();
+#endif
+  auto v = tile_sum<R, false>(x, s);
+  v = block_reduce<typename R::Op, kVecBlock>(v);
+  if (threadIdx.x == 0) partials[blockIdx.x] = v;
 }
 
 // Adds the block partials in block order (each thread a fixed stride of them, then a fixed
 // tree), so the result does not depend on which block finished first; and the head and tail,
 // loaded before waiting for the first kernel (x was complete before that kernel let this one
 // launch).
-template <class R>
+template <class R, class Out>
 __global__ void __launch_bounds__(kCombineBlock)
 combine_partials_kernel(const typename R::Acc* partials, int n, const typename R::In* x,
                         VecSplit s, Sink out) {
@@ -310,7 +329,7 @@ combine_partials_kernel(const typename R::Acc* partials, int n, const typename R
   for (int i = threadIdx.x; i < n; i += kCombineBlock) v = R::Op::combine(v, partials[i]);
   if (ends) v = R::Op::combine(v, head_tail.sum());
   v = block_reduce<typename R::Op, kCombineBlock>(v);
-  if (threadIdx.x == 0) store(out, 0, v);
+  if (threadIdx.x == 0) store_result<Out>(out, v);
 }
 
 template <class R>
@@ -329,15 +348,20 @@ cudaError_t run_vector(const ReduceArgs& a, size_t* workspace_bytes) {
   }
   const auto* x = static_cast<const In*>(a.in);
   const Sink result{a.out, a.types.out, a.divisor};
-  if (blocks == 1) return launch_dependent(vector_sum_kernel<R>, dim3(1), dim3(kVecBlock), a, x, s, result);
+  const bool plain = a.types.out == dtype_of<Acc>() && a.divisor == 0;  // see store_result
+  if (blocks == 1) {
+    return plain ? launch_dependent(small_sum_kernel<R, Acc>, dim3(1), dim3(kVecBlock), a, x, s, result)
+                 : launch_dependent(small_sum_kernel<R, void>, dim3(1), dim3(kVecBlock), a, x, s, result);
+  }
   auto* partials = static_cast<Acc*>(a.workspace);
-  if (cudaError_t e = launch_dependent(vector_sum_kernel<R>, dim3(unsigned(blocks)), dim3(kVecBlock), a, x, s,
-                                       Sink{partials, dtype_of<Acc>()});
+  if (cudaError_t e = launch_dependent(vector_sum_kernel<R>, dim3(unsigned(blocks)), dim3(kVecBlock), a, x, s, partials);
       e != cudaSuccess)
     return e;
-
-  return launch_dependent(combine_partials_kernel<R>, dim3(1), dim3(kCombineBlock), a,
-                          static_cast<const Acc*>(partials), int(blocks), x, s, result);
+  const auto* done = static_cast<const Acc*>(partials);
+  return plain ? launch_dependent(combine_partials_kernel<R, Acc>, dim3(1), dim3(kCombineBlock), a, done,
+                                  int(blocks), x, s, result)
+               : launch_dependent(combine_partials_kernel<R, void>, dim3(1), dim3(kCombineBlock), a, done,
+                                  int(blocks), x, s, result);
 }
 
 }  // namespace treduce::cuda
