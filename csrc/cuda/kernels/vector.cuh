@@ -37,8 +37,6 @@ inline constexpr int kVecUnroll = 4;
 inline constexpr int64_t kVecTile = int64_t(kVecBlock) * kVecUnroll;
 // Up to this many 16-byte vectors one block does it all, saving the second launch.
 inline constexpr int64_t kSingleBlockVectors = 8192;  // 128 KiB
-inline constexpr int kSmallLoads = int(kSingleBlockVectors / kVecBlock);  // per thread
-static_assert(kSingleBlockVectors % kVecBlock == 0, "whole loads per thread");
 inline constexpr int kCombineBlock = 256;
 
 // How a thread adds one 16-byte vector of In into a counter. In general: convert each
@@ -187,15 +185,6 @@ __device__ __forceinline__ T load_here(const T* p, bool load) {
   return v;
 }
 
-// The 16-byte vector at p if `load`, else zeros; issued where it is written, like load_here.
-__device__ __forceinline__ uint4 load_vector_here(const uint4* p, bool load) {
-  uint4 v = {0u, 0u, 0u, 0u};
-  asm volatile("{ .reg .pred q; setp.ne.b32 q, %5, 0; @q ld.global.nc.v4.u32 {%0, %1, %2, %3}, [%4]; }"
-               : "+r"(v.x), "+r"(v.y), "+r"(v.z), "+r"(v.w)
-               : "l"(p), "r"(int(load)));
-  return v;
-}
-
 // The head and tail, fewer than one vector each: thread t takes head element t and tail
 // element t where they exist. Loaded when constructed, added by sum().
 template <class R>
@@ -220,7 +209,8 @@ struct Ends {
 // b + 2 gridDim, ...; inside a tile thread t reads vectors t, t + 512, t + 1024 and t + 1536,
 // so each load instruction of the block covers 8 KiB in one piece and each block streams
 // through memory in order.
-template <class R>
+// kSingle: the grid is one block (a constant tile stride, no modulo for the last tile).
+template <class R, bool kSingle>
 __device__ __forceinline__ typename R::Acc tile_sum(const typename R::In* x, VecSplit s) {
   using In = typename R::In;
   using Acc = typename R::Acc;
@@ -233,7 +223,8 @@ __device__ __forceinline__ typename R::Acc tile_sum(const typename R::In* x, Vec
   for (int u = 0; u < kVecUnroll; ++u) c[u] = Add::init();
   const int64_t full_tiles = s.vectors / kVecTile;
   int since_flush = 0;
-  for (int64_t tile = blockIdx.x; tile < full_tiles; tile += gridDim.x) {
+  const int64_t first_tile = kSingle ? 0 : blockIdx.x, tile_stride = kSingle ? 1 : gridDim.x;
+  for (int64_t tile = first_tile; tile < full_tiles; tile += tile_stride) {
     uint4 r[kVecUnroll];
 #pragma unroll
     for (int u = 0; u < kVecUnroll; ++u) r[u] = __ldg(v + tile * kVecTile + u * kVecBlock);
@@ -250,7 +241,7 @@ __device__ __forceinline__ typename R::Acc tile_sum(const typename R::In* x, Vec
       }
     }
   }
-  if (blockIdx.x == full_tiles % gridDim.x) {  // the last, partial tile
+  if (kSingle || blockIdx.x == full_tiles % gridDim.x) {  // the last, partial tile
     // All loads first, then the adds: a load inside `if (in range) add(load)` waited for the
     // previous add, four round trips in a row (ncu, uint8 2^20 one element off: +1 us).
     const int64_t first = full_tiles * kVecTile + threadIdx.x;
@@ -285,49 +276,20 @@ __device__ __forceinline__ void store_result(const Sink& out, A v) {
 // Small inputs: the whole call is this one block. Launched with programmatic dependence
 // (launch_dependent): its launch overlaps the kernel before it on the stream, which may still
 // be writing x, so it waits for that first; it lets the kernel after it launch at once (that
-// one waits for this in turn), so a chain of calls overlaps their launches. Each thread
-// issues all its loads (up to kSmallLoads vectors) before adding any: one memory round trip
-// whatever the size and alignment (a loop over tiles took one per tile, and its unrolled form
-// only for whole multiples of four: float64 2^14 one element off was 17% slower than aligned).
-// The head and tail are loaded first too (the compiler had moved plain loads to their use,
-// after the rest); aligned inputs skip that code (its predicated-off loads and adds cost
-// ~0.2 us at 2^14).
-// (`1` below: told nothing about occupancy, ptxas kept float and double at ~32 registers by
-// putting each add right after its load, sixteen round trips; told one block, it issues all
-// sixteen loads first, ~114 registers.)
+// one waits for this in turn), so a chain of calls overlaps their launches. The head and tail
+// are loaded before the tiles (the compiler had moved plain loads to their use after the
+// loop: a round trip of its own, uint8 2^20 one element off +19%); aligned inputs skip that
+// code (its predicated-off loads and adds cost ~0.2 us at 2^14).
 template <class R, class Out>
-__global__ void __launch_bounds__(kVecBlock, 1)
+__global__ void __launch_bounds__(kVecBlock)
 small_sum_kernel(const typename R::In* x, VecSplit s, Sink out) {
-  using Add = VecAdd<typename R::In, typename R::Mid, typename R::Op>;
-  using Acc = typename R::Acc;
-  static_assert(Add::kFlushEvery == 0 || kSmallLoads / kVecUnroll <= Add::kFlushEvery,
-                "the counters cannot overflow");
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   cudaTriggerProgrammaticLaunchCompletion();
   cudaGridDependencySynchronize();
 #endif
   const bool ends = (s.head | s.tail) != 0;
   const Ends<R> head_tail(x, ends ? s : VecSplit{}, threadIdx.x);
-  const uint4* p = reinterpret_cast<const uint4*>(x + s.head) + threadIdx.x;
-  uint4 r[kSmallLoads];
-  bool in_range[kSmallLoads];
-#pragma unroll
-  for (int u = 0; u < kSmallLoads; ++u) {
-    in_range[u] = threadIdx.x + int64_t(u) * kVecBlock < s.vectors;
-    // Plain loads were moved into the `if` below, each used before the next was issued.
-    r[u] = load_vector_here(p + (in_range[u] ? u * kVecBlock : 0), in_range[u]);
-  }
-  typename Add::Counter c[kVecUnroll];
-#pragma unroll
-  for (int u = 0; u < kVecUnroll; ++u) c[u] = Add::init();
-#pragma unroll
-  for (int u = 0; u < kSmallLoads; ++u)
-    if (in_range[u]) Add::add(c[u % kVecUnroll], r[u]);
-  Acc total[kVecUnroll];  // the counters, widened, added pairwise
-#pragma unroll
-  for (int u = 0; u < kVecUnroll; ++u) total[u] = Acc(c[u]);
-  pairwise_in_place<kVecUnroll, typename R::Op>(total);
-  auto v = total[0];
+  auto v = tile_sum<R, true>(x, s);
   if (ends) v = R::Op::combine(v, head_tail.sum());
   v = block_reduce<typename R::Op, kVecBlock>(v);
   if (threadIdx.x == 0) store_result<Out>(out, v);
@@ -344,7 +306,7 @@ vector_sum_kernel(const typename R::In* x, VecSplit s, typename R::Acc* partials
   cudaGridDependencySynchronize();
   cudaTriggerProgrammaticLaunchCompletion();
 #endif
-  auto v = tile_sum<R>(x, s);
+  auto v = tile_sum<R, false>(x, s);
   v = block_reduce<typename R::Op, kVecBlock>(v);
   if (threadIdx.x == 0) partials[blockIdx.x] = v;
 }
