@@ -355,7 +355,7 @@ inline ColumnsShape columns_shape(const Layout3& l, int64_t V, int threads, int 
   while (Y < 8 && blocks_for(Y) < wanted) Y *= 2;
   if (blocks_for(Y) < wanted) {
     if (blocks_for(16) >= wanted) Y = 16;
-    else if (blocks_for(32) >= wanted) Y = 32;
+    else if (blocks_for(kColumnsMaxY) >= wanted) Y = kColumnsMaxY;
   }
   ColumnsShape c{};
   c.Y = Y;
