@@ -339,7 +339,8 @@ cudaError_t run_rows(const ReduceArgs& a, const Sink& result, size_t* workspace_
 // How run_columns lays out the work for V outputs a thread and blocks of `threads`.
 struct ColumnsShape {
   int Y, X;                // threads down the reduced dim and across the outputs, per block
-  int64_t column_blocks;   // blocks across the whole vectors of one outer index
+  int64_t whole;           // the outputs of one outer index in whole V-vectors (inner rounded down)
+  int64_t column_blocks;   // blocks across those, per outer index
   int64_t splits, per_split;
 };
 
@@ -360,8 +361,8 @@ inline ColumnsShape columns_shape(const Layout3& l, int64_t V, int threads, int 
   ColumnsShape c{};
   c.Y = Y;
   c.X = threads / Y;
-  const int64_t whole = l.inner / V * V;
-  c.column_blocks = std::max<int64_t>(1, ceil_div(whole, int64_t(c.X) * V));
+  c.whole = l.inner / V * V;
+  c.column_blocks = std::max<int64_t>(1, ceil_div(c.whole, int64_t(c.X) * V));
   const int64_t xblocks = l.outer * c.column_blocks;
   c.splits = std::clamp<int64_t>(ceil_div(wanted, xblocks), 1, std::max<int64_t>(1, l.reduced / (4 * Y)));
   c.splits = std::min<int64_t>(c.splits, 65535);
@@ -382,7 +383,7 @@ cudaError_t run_columns(const ReduceArgs& a, const Sink& result, const ColumnsSh
   }
   // Whole vectors; then (V > 1 only) the last outputs of each row, fewer than V, are another
   // launch, one block per outer index and split.
-  const int64_t whole = l.inner / V * V;
+  const int64_t whole = c.whole;
   const int64_t xblocks = l.outer * c.column_blocks;
   if (xblocks > kMaxGridX) return cudaErrorInvalidConfiguration;
   const auto* x = static_cast<const In*>(a.in);
