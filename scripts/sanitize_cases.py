@@ -1,7 +1,8 @@
 """Runs every CUDA variant over a few dtypes and sizes and checks each result: the workload that
 scripts/gpu_check.sh runs under compute-sanitizer (memcheck, racecheck, synccheck, initcheck).
 
-Sizes cover one block, several blocks, and enough blocks for the partials to need two more levels.
+Sizes cover one block, several blocks, and enough blocks for the partials to need two more levels;
+auto also from misaligned starts.
 Then auto over dims, for every op: each kernel of kernels/dims.cuh (teams per row, row segments
 with their combine, columns with and without splits, vector and element loads, strided views).
 Exits non-zero if any result is wrong.
@@ -69,6 +70,22 @@ def main() -> int:
                 if got != want:
                     failures += 1
                     print(f"WRONG {variant} {dtype} dtype={out_dtype} n={n}: got {got}, want {want}")
+    # auto from a misaligned start: its vectors begin at the next boundary of 32 elements (at
+    # most 128 bytes), the head and the tail are elements. Each view ends where its allocation ends (no caching allocator
+    # under the sanitizer), so a read past the last element is out of bounds.
+    for dtype, out_dtype in CASES:
+        size = torch.empty((), dtype=dtype).element_size()
+        for n in SIZES:
+            for offset in (1, 128 // size - 1):
+                x = torch.randint(0, 4, (n + offset,), device="cuda").to(dtype)[offset:]
+                got = torch.ops.treduce.sum(x, "auto", dtype=out_dtype)
+                exact = torch.tensor(float(x.cpu().to(torch.int64).sum().item()), dtype=torch.float64)
+                want = exact.to(got.dtype).item()
+                got = got.item()
+                checked += 1
+                if got != want:
+                    failures += 1
+                    print(f"WRONG auto {dtype} dtype={out_dtype} n={n} offset={offset}: got {got}, want {want}")
     for name, make, dims in DIMS_CASES:
         for dtype in (torch.float32, torch.bfloat16, torch.uint8, torch.int64):
             x = make(dtype)

@@ -16,16 +16,37 @@ FAST = [p for p in device_params() if p.values[1] in ("auto", "cub")]
 @pytest.mark.parametrize("device,variant", device_params())
 def test_storage_offsets(device, variant, dtype, n):
     """Every start 1 to 15 bytes past a 16-byte boundary (in whole elements): the misaligned
-    head is peeled, and nothing is read twice or skipped."""
+    head is peeled, and nothing is read twice or skipped. CUDA auto: every start in a 128-byte
+    line, since its vectors begin at the next boundary of 32 elements, at most 128 bytes."""
     gen, seed = fresh_generator(device)
     size = torch.empty((), dtype=dtype).element_size()
-    base = exact_input(n + 16, dtype, device, gen)
-    assert base.data_ptr() % 16 == 0
-    for offset in range(1, 16 // size):
+    line = 128 if (device, variant) == ("cuda", "auto") else 16
+    base = exact_input(n + line, dtype, device, gen)
+    assert base.data_ptr() % line == 0
+    for offset in range(1, line // size):
         x = base[offset : offset + n]
         got = checked_sum(x, variant)
         want = exact_reference(x, got.dtype)
         assert same_value(got, want), f"seed {seed}, offset {offset * size} bytes: got {got.item()}, want {want.item()}"
+
+
+@cuda_only
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_single_block_tile_counts(dtype):
+    """auto's one-block kernel loads one to four tiles of 32 KiB at once, a code path for each
+    count: sizes at the edges of each count, aligned and from misaligned starts, up to the
+    first size that takes the grid kernels."""
+    gen, seed = fresh_generator("cuda")
+    size = torch.empty((), dtype=dtype).element_size()
+    tile = 32768 // size
+    sizes = sorted({k * tile + d for k in range(1, 5) for d in (-1, 0, 1)})
+    base = exact_input(sizes[-1] + 128, dtype, "cuda", gen)
+    for n in sizes:
+        for offset in (0, 1, 128 // size - 1):
+            x = base[offset : offset + n]
+            got = checked_sum(x, "auto")
+            want = exact_reference(x, got.dtype)
+            assert same_value(got, want), f"seed {seed}, n {n}, offset {offset}: got {got.item()}, want {want.item()}"
 
 
 @pytest.mark.parametrize("n", [1000, 300_007, 5_000_017])

@@ -1,17 +1,17 @@
 // auto: the full reduction torch_reduce ships as its default. It keeps what the ladder
 // taught (many loads in flight per thread, a fixed grid of resident blocks, register
 // accumulation, shuffles) and adds what reaches the memory limit on Hopper:
-//  - 16-byte loads for every dtype. A storage offset only peels a head of fewer than 16
-//    bytes (and the tail) into scalar loads, done off the critical path; the body stays
-//    vectorised.
+//  - 16-byte loads for every dtype. A storage offset only peels a head (to the next
+//    128-byte boundary) and a tail into scalar loads, done by one warp off the critical
+//    path; the body stays vectorised.
 //  - kVecUnroll independent 16-byte loads issued before any of them is used.
 //  - Accumulation in registers in the narrowest exact type: 1-byte inputs are counted four
 //    at a time by __dp4a and int16 two at a time by __dp2a into 32-bit counters, widened
 //    into the 64-bit sum before they could overflow; nothing is widened in memory.
-//  - One block for small inputs (one launch). Otherwise as many blocks of 512 threads as
-//    fit on the device at once (4 per multiprocessor at up to 32 registers a thread, 3 for
-//    the 8-byte accumulators) each write a partial, and a second kernel adds the partials in
-//    block order.
+//  - One block for small inputs (one launch), every thread issuing all its loads (up to 16
+//    vectors) before any add. Otherwise as many blocks of 512 threads as fit on the device
+//    at once (4 per multiprocessor at up to 32 registers a thread) each write a partial, and
+//    a second kernel adds the partials in block order.
 //  - Every kernel is launched with programmatic dependence: its launch overlaps the kernel
 //    before it on the stream, and it waits for that kernel before reading anything. A chain
 //    of calls (or a call after any kernel that allows it) saves most of a launch: float32
@@ -37,7 +37,16 @@ inline constexpr int kVecUnroll = 4;
 inline constexpr int64_t kVecTile = int64_t(kVecBlock) * kVecUnroll;
 // Up to this many 16-byte vectors one block does it all, saving the second launch.
 inline constexpr int64_t kSingleBlockVectors = 8192;  // 128 KiB
-inline constexpr int kCombineBlock = 256;
+inline constexpr int kSingleBlockTiles = int(kSingleBlockVectors / kVecTile);
+static_assert(kSingleBlockVectors % kVecTile == 0, "whole tiles");
+// The combine kernel is one warp: each lane loads up to kCombineLoads partials at once (one
+// round trip for up to 1024 blocks), and a warp needs no shared memory or barrier to reduce.
+inline constexpr int kCombineLoads = 32;
+// The vectors start at a 128-byte boundary: a warp's 512-byte load is then four whole cache
+// lines. From a 16-byte boundary it touched five, and float64/int64 2^28 one element off were
+// 5% slower than aligned (from a 32- or 64-byte boundary, uint8 and bfloat16 2^28: +0.7%,
+// +2.5%; from 128: +0.2%, +0.3%).
+inline constexpr int kVecAlign = 128;
 
 // How a thread adds one 16-byte vector of In into a counter. In general: convert each
 // element to the accumulator, add the vector's elements pairwise, add that to the counter.
@@ -144,17 +153,19 @@ template <> struct VecAdd<uint8_t, uint8_t, Sum<int64_t>> : PackedAdd<uint8_t, u
 template <> struct VecAdd<int8_t, int8_t, Sum<int64_t>> : PackedAdd<int8_t, int32_t> {};
 template <> struct VecAdd<int16_t, int16_t, Sum<int64_t>> : PackedAdd<int16_t, int32_t> {};
 
-// Where the 16-byte vectors are: `head` elements up to the first 16-byte boundary, then
-// `vectors` whole vectors, then `tail` elements (head and tail under 16 bytes each).
+// Where the 16-byte vectors are: `head` elements up to the first kAlign-byte boundary, then
+// `vectors` whole vectors, then `tail` elements (the head under kAlign bytes, the tail under
+// 16).
 struct VecSplit {
   int64_t head, vectors, tail;
 };
 
-template <class In>
+template <class In, int kAlign = 16>
 __host__ __device__ __forceinline__ VecSplit split_at_vectors(const void* p, int64_t n) {
+  static_assert(kAlign % 16 == 0 && (kAlign & (kAlign - 1)) == 0, "whole vectors, a power of two");
   constexpr int64_t per_vector = 16 / sizeof(In);
-  const auto misalign = int64_t(reinterpret_cast<uintptr_t>(p) % 16);
-  const int64_t head = misalign ? min64(n, (16 - misalign) / int64_t(sizeof(In))) : 0;
+  const auto misalign = int64_t(reinterpret_cast<uintptr_t>(p) % kAlign);
+  const int64_t head = misalign ? min64(n, (kAlign - misalign) / int64_t(sizeof(In))) : 0;
   const int64_t vectors = (n - head) / per_vector;
   return {head, vectors, n - head - vectors * per_vector};
 }
@@ -185,22 +196,38 @@ __device__ __forceinline__ T load_here(const T* p, bool load) {
   return v;
 }
 
-// The head and tail, fewer than one vector each: thread t takes head element t and tail
-// element t where they exist. Loaded when constructed, added by sum().
+// The head (under kVecAlign bytes) and the tail (under one vector), loaded by the first
+// warp: lane t takes head elements t, t + 32, ... and tail element t, where they exist. Loaded
+// when constructed, added by added_to(). One warp, not all: the single block is short enough
+// that every instruction all its 16 warps issue shows (this code on every thread: float32
+// 2^14 one element off +0.04 us); and aligned inputs (no head, no tail) branch around it.
 template <class R>
 struct Ends {
   using In = typename R::In;
-  bool has_head, has_tail;
-  In head, tail;
-  __device__ __forceinline__ Ends(const In* x, VecSplit s, int64_t t)
-      : has_head(t < s.head), has_tail(t < s.tail) {
-    head = load_here(x + (has_head ? t : 0), has_head);
-    tail = load_here(x + (has_tail ? s.head + s.vectors * (16 / int64_t(sizeof(In))) + t : 0), has_tail);
+  using Acc = typename R::Acc;
+  static constexpr int kHeadPerLane = (kVecAlign / int(sizeof(In)) + 31) / 32;
+  bool any;
+  bool has_head[kHeadPerLane] = {}, has_tail = false;
+  In head[kHeadPerLane] = {}, tail{};
+  __device__ __forceinline__ Ends(const In* x, VecSplit s, int t) : any((s.head | s.tail) != 0 && t < 32) {
+    if (any) {
+#pragma unroll
+      for (int j = 0; j < kHeadPerLane; ++j) {
+        const int i = t + 32 * j;
+        has_head[j] = i < s.head;
+        head[j] = load_here(x + (has_head[j] ? i : 0), has_head[j]);
+      }
+      has_tail = t < s.tail;
+      tail = load_here(x + (has_tail ? s.head + s.vectors * (16 / int64_t(sizeof(In))) + t : 0), has_tail);
+    }
   }
-  __device__ __forceinline__ typename R::Acc sum() const {
-    auto v = R::Op::identity();
-    if (has_head) v = R::Op::combine(v, R::convert(head));
-    if (has_tail) v = R::Op::combine(v, R::convert(tail));
+  __device__ __forceinline__ Acc added_to(Acc v) const {
+    if (any) {
+#pragma unroll
+      for (int j = 0; j < kHeadPerLane; ++j)
+        if (has_head[j]) v = R::Op::combine(v, R::convert(head[j]));
+      if (has_tail) v = R::Op::combine(v, R::convert(tail));
+    }
     return v;
   }
 };
@@ -209,8 +236,7 @@ struct Ends {
 // b + 2 gridDim, ...; inside a tile thread t reads vectors t, t + 512, t + 1024 and t + 1536,
 // so each load instruction of the block covers 8 KiB in one piece and each block streams
 // through memory in order.
-// kSingle: the grid is one block (a constant tile stride, no modulo for the last tile).
-template <class R, bool kSingle>
+template <class R>
 __device__ __forceinline__ typename R::Acc tile_sum(const typename R::In* x, VecSplit s) {
   using In = typename R::In;
   using Acc = typename R::Acc;
@@ -223,8 +249,7 @@ __device__ __forceinline__ typename R::Acc tile_sum(const typename R::In* x, Vec
   for (int u = 0; u < kVecUnroll; ++u) c[u] = Add::init();
   const int64_t full_tiles = s.vectors / kVecTile;
   int since_flush = 0;
-  const int64_t first_tile = kSingle ? 0 : blockIdx.x, tile_stride = kSingle ? 1 : gridDim.x;
-  for (int64_t tile = first_tile; tile < full_tiles; tile += tile_stride) {
+  for (int64_t tile = blockIdx.x; tile < full_tiles; tile += gridDim.x) {
     uint4 r[kVecUnroll];
 #pragma unroll
     for (int u = 0; u < kVecUnroll; ++u) r[u] = __ldg(v + tile * kVecTile + u * kVecBlock);
@@ -241,7 +266,7 @@ __device__ __forceinline__ typename R::Acc tile_sum(const typename R::In* x, Vec
       }
     }
   }
-  if (kSingle || blockIdx.x == full_tiles % gridDim.x) {  // the last, partial tile
+  if (blockIdx.x == full_tiles % gridDim.x) {  // the last, partial tile
     // All loads first, then the adds: a load inside `if (in range) add(load)` waited for the
     // previous add, four round trips in a row (ncu, uint8 2^20 one element off: +1 us).
     const int64_t first = full_tiles * kVecTile + threadIdx.x;
@@ -263,6 +288,44 @@ __device__ __forceinline__ typename R::Acc tile_sum(const typename R::In* x, Vec
   return Op::combine(acc, total[0]);
 }
 
+// The single block's K tiles (the last one possibly partial), the same vectors to the same
+// threads and counters as tile_sum, but every load issued before any add: one memory round
+// trip. A loop over the tiles took one per tile (ptxas puts each add right after its load)
+// and its unrolled form only for whole multiples of four tiles (float64 2^14 one element off,
+// three tiles and a part, was 17% slower than aligned). K is a template parameter so that a
+// call loads only the tiles it has: all four tiles' loads on every call cost 2^10-2^12 calls
+// 0.2-0.5 us of predicated-off instructions.
+template <class R, int K>
+__device__ __forceinline__ typename R::Acc small_tiles(const typename R::In* x, VecSplit s) {
+  using Op = typename R::Op;
+  using Add = VecAdd<typename R::In, typename R::Mid, Op>;
+  static_assert(Add::kFlushEvery == 0 || K <= Add::kFlushEvery, "the counters cannot overflow");
+  constexpr int kLoads = K * kVecUnroll, kLast = kLoads - kVecUnroll;
+  const uint4* v = reinterpret_cast<const uint4*>(x + s.head) + threadIdx.x;
+  uint4 r[kLoads];
+  bool in_range[kVecUnroll];  // the last tile's
+#pragma unroll
+  for (int i = 0; i < kLast; ++i) r[i] = __ldg(v + i * kVecBlock);
+#pragma unroll
+  for (int u = 0; u < kVecUnroll; ++u) {
+    in_range[u] = threadIdx.x + int64_t(kLast + u) * kVecBlock < s.vectors;
+    r[kLast + u] = in_range[u] ? __ldg(v + (kLast + u) * kVecBlock) : uint4{};
+  }
+  typename Add::Counter c[kVecUnroll];
+#pragma unroll
+  for (int u = 0; u < kVecUnroll; ++u) c[u] = Add::init();
+#pragma unroll
+  for (int i = 0; i < kLast; ++i) Add::add(c[i % kVecUnroll], r[i]);
+#pragma unroll
+  for (int u = 0; u < kVecUnroll; ++u)
+    if (in_range[u]) Add::add(c[u], r[kLast + u]);
+  typename R::Acc total[kVecUnroll];  // the counters, widened, added pairwise
+#pragma unroll
+  for (int u = 0; u < kVecUnroll; ++u) total[u] = typename R::Acc(c[u]);
+  pairwise_in_place<kVecUnroll, Op>(total);
+  return total[0];
+}
+
 // The result of one block or of the combine kernel. Out: its C type when the call's result
 // is the accumulator type and no division is asked for (most calls), stored as it is; void:
 // through the Sink (any dtype, mean's division). These kernels are one block and short, so
@@ -280,17 +343,26 @@ __device__ __forceinline__ void store_result(const Sink& out, A v) {
 // are loaded before the tiles (the compiler had moved plain loads to their use after the
 // loop: a round trip of its own, uint8 2^20 one element off +19%); aligned inputs skip that
 // code (its predicated-off loads and adds cost ~0.2 us at 2^14).
+// (`1` below: told nothing about occupancy, ptxas keeps few registers by putting each add
+// right after its load; one block a launch may use up to 128 a thread.)
 template <class R, class Out>
-__global__ void __launch_bounds__(kVecBlock)
+__global__ void __launch_bounds__(kVecBlock, 1)
 small_sum_kernel(const typename R::In* x, VecSplit s, Sink out) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   cudaTriggerProgrammaticLaunchCompletion();
   cudaGridDependencySynchronize();
 #endif
-  const bool ends = (s.head | s.tail) != 0;
-  const Ends<R> head_tail(x, ends ? s : VecSplit{}, threadIdx.x);
-  auto v = tile_sum<R, true>(x, s);
-  if (ends) v = R::Op::combine(v, head_tail.sum());
+  const Ends<R> ends(x, s, threadIdx.x);
+  typename R::Acc v;
+  switch ((s.vectors + kVecTile - 1) / kVecTile) {  // tiles
+    case 0:
+    case 1: v = small_tiles<R, 1>(x, s); break;
+    case 2: v = small_tiles<R, 2>(x, s); break;
+    case 3: v = small_tiles<R, 3>(x, s); break;
+    default: v = small_tiles<R, 4>(x, s); break;
+  }
+  static_assert(kSingleBlockTiles == 4, "a case for each tile count");
+  v = ends.added_to(v);
   v = block_reduce<typename R::Op, kVecBlock>(v);
   if (threadIdx.x == 0) store_result<Out>(out, v);
 }
@@ -306,29 +378,36 @@ vector_sum_kernel(const typename R::In* x, VecSplit s, typename R::Acc* partials
   cudaGridDependencySynchronize();
   cudaTriggerProgrammaticLaunchCompletion();
 #endif
-  auto v = tile_sum<R, false>(x, s);
+  auto v = tile_sum<R>(x, s);
   v = block_reduce<typename R::Op, kVecBlock>(v);
   if (threadIdx.x == 0) partials[blockIdx.x] = v;
 }
 
-// Adds the block partials in block order (each thread a fixed stride of them, then a fixed
-// tree), so the result does not depend on which block finished first; and the head and tail,
-// loaded before waiting for the first kernel (x was complete before that kernel let this one
-// launch).
+// Adds the block partials in block order (lane l: partials l, l + 32, ..., added pairwise,
+// then the lanes by shuffles), so the result does not depend on which block finished first;
+// and the head and tail, loaded before waiting for the first kernel (x was complete before
+// that kernel let this one launch). One warp: 256 threads with a block reduction (shared
+// memory and a barrier) took longer for the same loads.
 template <class R, class Out>
-__global__ void __launch_bounds__(kCombineBlock)
+__global__ void __launch_bounds__(32)
 combine_partials_kernel(const typename R::Acc* partials, int n, const typename R::In* x,
                         VecSplit s, Sink out) {
-  const bool ends = (s.head | s.tail) != 0;
-  const Ends<R> head_tail(x, ends ? s : VecSplit{}, threadIdx.x);
+  using Op = typename R::Op;
+  const Ends<R> ends(x, s, threadIdx.x);
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   cudaTriggerProgrammaticLaunchCompletion();  // the next call's kernel may launch; it waits for this one
   cudaGridDependencySynchronize();  // the first kernel has finished and its writes are visible
 #endif
-  auto v = R::Op::identity();
-  for (int i = threadIdx.x; i < n; i += kCombineBlock) v = R::Op::combine(v, partials[i]);
-  if (ends) v = R::Op::combine(v, head_tail.sum());
-  v = block_reduce<typename R::Op, kCombineBlock>(v);
+  auto v = Op::identity();
+  for (int first = threadIdx.x; first < n; first += 32 * kCombineLoads) {
+    typename R::Acc r[kCombineLoads];
+#pragma unroll
+    for (int k = 0; k < kCombineLoads; ++k) r[k] = first + 32 * k < n ? partials[first + 32 * k] : Op::identity();
+    pairwise_in_place<kCombineLoads, Op>(r);
+    v = Op::combine(v, r[0]);
+  }
+  v = ends.added_to(v);
+  v = warp_reduce<Op>(v);
   if (threadIdx.x == 0) store_result<Out>(out, v);
 }
 
@@ -336,7 +415,7 @@ template <class R>
 cudaError_t run_vector(const ReduceArgs& a, size_t* workspace_bytes) {
   using In = typename R::In;
   using Acc = typename R::Acc;
-  const VecSplit s = split_at_vectors<In>(a.in, a.n);
+  const VecSplit s = split_at_vectors<In, kVecAlign>(a.in, a.n);
   const int64_t blocks =
       s.vectors <= kSingleBlockVectors
           ? 1
@@ -350,18 +429,16 @@ cudaError_t run_vector(const ReduceArgs& a, size_t* workspace_bytes) {
   const Sink result{a.out, a.types.out, a.divisor};
   const bool plain = a.types.out == dtype_of<Acc>() && a.divisor == 0;  // see store_result
   if (blocks == 1) {
-    return plain ? launch_dependent(small_sum_kernel<R, Acc>, dim3(1), dim3(kVecBlock), a, x, s, result)
-                 : launch_dependent(small_sum_kernel<R, void>, dim3(1), dim3(kVecBlock), a, x, s, result);
+    auto* kernel = plain ? small_sum_kernel<R, Acc> : small_sum_kernel<R, void>;
+    return launch_dependent(kernel, dim3(1), dim3(kVecBlock), a, x, s, result);
   }
   auto* partials = static_cast<Acc*>(a.workspace);
   if (cudaError_t e = launch_dependent(vector_sum_kernel<R>, dim3(unsigned(blocks)), dim3(kVecBlock), a, x, s, partials);
       e != cudaSuccess)
     return e;
-  const auto* done = static_cast<const Acc*>(partials);
-  return plain ? launch_dependent(combine_partials_kernel<R, Acc>, dim3(1), dim3(kCombineBlock), a, done,
-                                  int(blocks), x, s, result)
-               : launch_dependent(combine_partials_kernel<R, void>, dim3(1), dim3(kCombineBlock), a, done,
-                                  int(blocks), x, s, result);
+  auto* combine = plain ? combine_partials_kernel<R, Acc> : combine_partials_kernel<R, void>;
+  return launch_dependent(combine, dim3(1), dim3(32), a, static_cast<const Acc*>(partials),
+                          int(blocks), x, s, result);
 }
 
 }  // namespace treduce::cuda
