@@ -31,25 +31,38 @@ def _calls_for(fn) -> int:
     return max(1, min(MAX_CALLS, int(TARGET_US / max(_one_call_us(fn), 1e-3))))
 
 
-def time_hot(fn, reps: int) -> list[float]:
-    """Replays of one CUDA graph holding many calls: no launch gaps, and inputs that fit stay
-    in L2 (a 60 MB L2 keeps inputs under about 30 MB)."""
-    fn()
-    calls = _calls_for(fn)
+# A hot graph's length comes from the time per call in a short graph of PROBE_CALLS calls. Taken
+# from one eager call (mostly launch latency, which varies) it could differ between runs of the
+# same code, and with it the share of each replay's own start-up in the time per call.
+PROBE_CALLS = 8
+
+
+def _graph_of(fn, calls: int) -> torch.cuda.CUDAGraph:
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
         for _ in range(calls):
             fn()
     graph.replay()
+    return graph
+
+
+def _replay_us(graph: torch.cuda.CUDAGraph) -> float:
     start, end = _events()
-    samples = []
-    for _ in range(reps):
-        start.record()
-        graph.replay()
-        end.record()
-        end.synchronize()
-        samples.append(start.elapsed_time(end) * 1000.0 / calls)
-    return samples
+    start.record()
+    graph.replay()
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end) * 1000.0
+
+
+def time_hot(fn, reps: int) -> list[float]:
+    """Replays of one CUDA graph holding many calls: no launch gaps, and inputs that fit stay
+    in L2 (a 60 MB L2 keeps inputs under about 30 MB)."""
+    fn()
+    per_call = _replay_us(_graph_of(fn, PROBE_CALLS)) / PROBE_CALLS
+    calls = max(1, min(MAX_CALLS, int(TARGET_US / max(per_call, 1e-3))))
+    graph = _graph_of(fn, calls)
+    return [_replay_us(graph) / calls for _ in range(reps)]
 
 
 class L2Flush:
