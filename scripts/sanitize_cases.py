@@ -53,39 +53,37 @@ DIMS_CASES = [
 ]
 
 
+def _sum_is_exact(x: torch.Tensor, variant: str, out_dtype, label: str) -> bool:
+    """Small integers: every variant's accumulation is exact, so the result is the exact sum
+    rounded once to the result dtype."""
+    got = torch.ops.treduce.sum(x, variant, dtype=out_dtype)
+    exact = torch.tensor(float(x.cpu().to(torch.int64).sum().item()), dtype=torch.float64)
+    want = exact.to(got.dtype).item()
+    got = got.item()
+    if got != want:
+        print(f"WRONG {variant} {x.dtype} dtype={out_dtype} {label}: got {got}, want {want}")
+    return got == want
+
+
 def main() -> int:
     failures = 0
     checked = 0
     for variant in (v.name for v in torch_reduce.variants("cuda")):
         for dtype, out_dtype in CASES:
             for n in SIZES:
-                # Small integers: every variant's accumulation is exact, so the result is the
-                # exact sum rounded once to the result dtype.
                 x = torch.randint(0, 4, (n,), device="cuda").to(dtype)
-                got = torch.ops.treduce.sum(x, variant, dtype=out_dtype)
-                exact = torch.tensor(float(x.cpu().to(torch.int64).sum().item()), dtype=torch.float64)
-                want = exact.to(got.dtype).item()
-                got = got.item()
                 checked += 1
-                if got != want:
-                    failures += 1
-                    print(f"WRONG {variant} {dtype} dtype={out_dtype} n={n}: got {got}, want {want}")
-    # auto from a misaligned start: its vectors begin at the next boundary of 32 elements (at
-    # most 128 bytes), the head and the tail are elements. Each view ends where its allocation ends (no caching allocator
+                failures += not _sum_is_exact(x, variant, out_dtype, f"n={n}")
+    # auto from a misaligned start: its vectors begin at the next 128-byte boundary, the head
+    # and the tail are elements. Each view ends where its allocation ends (no caching allocator
     # under the sanitizer), so a read past the last element is out of bounds.
     for dtype, out_dtype in CASES:
         size = torch.empty((), dtype=dtype).element_size()
         for n in SIZES:
             for offset in (1, 128 // size - 1):
                 x = torch.randint(0, 4, (n + offset,), device="cuda").to(dtype)[offset:]
-                got = torch.ops.treduce.sum(x, "auto", dtype=out_dtype)
-                exact = torch.tensor(float(x.cpu().to(torch.int64).sum().item()), dtype=torch.float64)
-                want = exact.to(got.dtype).item()
-                got = got.item()
                 checked += 1
-                if got != want:
-                    failures += 1
-                    print(f"WRONG auto {dtype} dtype={out_dtype} n={n} offset={offset}: got {got}, want {want}")
+                failures += not _sum_is_exact(x, "auto", out_dtype, f"n={n} offset={offset}")
     for name, make, dims in DIMS_CASES:
         for dtype in (torch.float32, torch.bfloat16, torch.uint8, torch.int64):
             x = make(dtype)

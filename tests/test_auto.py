@@ -17,7 +17,7 @@ FAST = [p for p in device_params() if p.values[1] in ("auto", "cub")]
 def test_storage_offsets(device, variant, dtype, n):
     """Every start 1 to 15 bytes past a 16-byte boundary (in whole elements): the misaligned
     head is peeled, and nothing is read twice or skipped. CUDA auto: every start in a 128-byte
-    line, since its vectors begin at the next boundary of 32 elements, at most 128 bytes."""
+    line, since its vectors begin at the next 128-byte boundary."""
     gen, seed = fresh_generator(device)
     size = torch.empty((), dtype=dtype).element_size()
     line = 128 if (device, variant) == ("cuda", "auto") else 16
