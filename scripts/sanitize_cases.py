@@ -15,6 +15,7 @@ import torch
 import torch_reduce
 
 SIZES = [0, 1, 257, 4097, 65537, 300007]
+SHORT_SIZES = [2, 3, 5, 6, 61, 126]
 # (input dtype, dtype=): 1-, 2-, 4- and 8-byte inputs, all three accumulators, a cast on load.
 CASES = [
     (torch.bool, None),
@@ -74,13 +75,14 @@ def main() -> int:
                 x = torch.randint(0, 4, (n,), device="cuda").to(dtype)
                 checked += 1
                 failures += not _sum_is_exact(x, variant, out_dtype, f"n={n}")
-    # auto from a misaligned start: its vectors begin at the next 128-byte boundary, the head
-    # and the tail are elements. Each view ends where its allocation ends (no caching allocator
-    # under the sanitizer), so a read past the last element is out of bounds.
+    # auto from a misaligned start: its vectors begin at the next 128-byte boundary; the head
+    # is loaded by elements, or 4-byte words for 1- and 2-byte types, and the tail by elements.
+    # Each view ends where its allocation ends (no caching allocator under the sanitizer), so a
+    # read past the last element is out of bounds. The short sizes end inside the first line.
     for dtype, out_dtype in CASES:
         size = torch.empty((), dtype=dtype).element_size()
-        for n in SIZES:
-            for offset in (1, 128 // size - 1):
+        for n in SIZES + SHORT_SIZES:
+            for offset in (1, 2, 3, 128 // size - 1):
                 x = torch.randint(0, 4, (n + offset,), device="cuda").to(dtype)[offset:]
                 checked += 1
                 failures += not _sum_is_exact(x, "auto", out_dtype, f"n={n} offset={offset}")

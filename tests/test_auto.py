@@ -49,6 +49,39 @@ def test_single_block_tile_counts(dtype):
             assert same_value(got, want), f"seed {seed}, n {n}, offset {offset}: got {got.item()}, want {want.item()}"
 
 
+@cuda_only
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_short_inputs_from_every_start(dtype):
+    """Inputs that end inside their first 128-byte line or just past it, from every start in the
+    line. auto loads the head of 1- and 2-byte types as 4-byte words (the first reaching back to
+    the start of its word, the last ending at the last whole word before the tensor's end), so
+    here a word could take in bytes from outside the tensor. Sums against exact references,
+    amax and amin against torch on the CPU: the data spans the dtype's range, so a byte from
+    outside the tensor would most often change them too."""
+    gen, seed = fresh_generator("cuda")
+    size = torch.empty((), dtype=dtype).element_size()
+    line = 128 // size
+    sizes = list(range(line + 16 // size + 2)) + [2 * line - 1, 2 * line, 2 * line + 1]
+    base = exact_input(line + sizes[-1], dtype, "cuda", gen)
+    assert base.data_ptr() % 128 == 0
+    host = base.cpu()
+    cases, got, want = [], {"sum": [], "amax": [], "amin": []}, {"sum": [], "amax": [], "amin": []}
+    for offset in range(line):
+        for n in sizes:
+            x, xh = base[offset : offset + n], host[offset : offset + n]
+            cases.append((offset, n))
+            got["sum"].append(torch_reduce.sum(x))
+            want["sum"].append(exact_reference(xh, got["sum"][-1].dtype))
+            for op in ("amax", "amin"):  # over no elements these raise, as torch's do
+                got[op].append(getattr(torch_reduce, op)(x) if n else torch.zeros((), dtype=dtype, device="cuda"))
+                want[op].append(getattr(torch, op)(xh) if n else torch.zeros((), dtype=dtype))
+    for op in got:
+        ours, theirs = torch.stack(got[op]).cpu(), torch.stack(want[op])
+        bad = (ours != theirs).nonzero().flatten().tolist()
+        first = f"offset {cases[bad[0]][0]}, n {cases[bad[0]][1]}: got {ours[bad[0]].item()}, want {theirs[bad[0]].item()}" if bad else ""
+        assert not bad, f"seed {seed}, {op}: {len(bad)} of {len(cases)} wrong; first at {first}"
+
+
 @pytest.mark.parametrize("n", [1000, 300_007, 5_000_017])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.float64], ids=str)
 @pytest.mark.parametrize("device,variant", FAST)

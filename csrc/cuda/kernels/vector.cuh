@@ -2,8 +2,9 @@
 // taught (many loads in flight per thread, a fixed grid of resident blocks, register
 // accumulation, shuffles) and adds what reaches the memory limit on Hopper:
 //  - 16-byte loads for every dtype. A storage offset only peels a head (to the next
-//    128-byte boundary) and a tail into scalar loads, done by one warp off the critical
-//    path; the body stays vectorised.
+//    128-byte boundary) and a tail, one load a lane of one warp (the head as 4-byte words
+//    for 1- and 2-byte types), in the block that also takes the last, partial tile; the
+//    body stays vectorised.
 //  - kVecUnroll independent 16-byte loads issued before any of them is used.
 //  - Accumulation in registers in the narrowest exact type: 1-byte inputs are counted four
 //    at a time by __dp4a and int16 two at a time by __dp2a into 32-bit counters, widened
@@ -121,7 +122,8 @@ struct VecAdd {
 // Packed-integer counting for 1- and 2-byte lanes: each 32-bit word of the vector goes
 // through one dot-product instruction against ones, so a vector costs four instructions.
 // __dp4a adds four bytes (signed or unsigned, as its operand types are), __dp2a_lo the two
-// 16-bit halves. A counter takes one vector per iteration and is flushed every kFlushEvery.
+// 16-bit halves. A counter takes one vector per iteration and is flushed every kFlushEvery;
+// the bound allows one vector more (the partial tile's, and the head and tail, under one).
 template <class Lane, class C>
 struct PackedAdd {
   using Counter = C;
@@ -209,46 +211,161 @@ __device__ __forceinline__ T from_bits(LoadBits<T> bits) {
   return v;
 }
 
-// The head (under kVecAlign bytes) and the tail (under one vector), loaded by the first
-// warp: lane t takes head elements t, t + 32, ... and tail element t, where they exist. Loaded
-// when constructed, added by added_to(). One warp, not all: the single block is short enough
-// that every instruction all its 16 warps issue shows (this code on every thread: float32
-// 2^14 one element off +0.04 us); and aligned inputs (no head, no tail) branch around it.
+// The split of a full reduction's input (see split_at_vectors). For 1- and 2-byte types Ends
+// loads the head as whole 4-byte words, so a head that ends the input stops at a word
+// boundary; the elements after it (at most three bytes) are the tail. No word then reaches
+// past the tensor's last element.
+template <class In>
+__host__ __device__ __forceinline__ VecSplit split_full(const void* p, int64_t n) {
+  VecSplit s = split_at_vectors<In, kVecAlign>(p, n);
+  if constexpr (sizeof(In) < 4) {
+    if (s.vectors == 0 && s.tail == 0) {
+      const auto end_bytes = int64_t((reinterpret_cast<uintptr_t>(p) + n * sizeof(In)) % 4);
+      s.tail = min64(n, end_bytes / int64_t(sizeof(In)));
+      s.head = n - s.tail;
+    }
+  }
+  return s;
+}
+
+// The head (under kVecAlign bytes) and the tail (under one vector), loaded by the first warp:
+// one load of each a lane at most. Lane t takes tail element t, and head element t; for 1- and
+// 2-byte types, the 4-byte word t of the kVecAlign-byte line where the head lies (the head's
+// first word starts up to 3 bytes before x, inside the same aligned word; those bytes are
+// dropped). Loaded when constructed, added into a thread's first counter by add_into(): for
+// a sum, without a test per element (bits not loaded are zero), and for 1-byte types with one
+// __dp4a for the head. (Elementwise, with a test and a 64-bit add per element after the
+// block's total, uint8 2^10 one element off was 7% slower than aligned; added before the
+// tile's vectors, the first counter's adds waited for these loads: uint8 2^17 +10%.) One warp,
+// not all: the single block is short enough that every instruction all its 16 warps issue
+// shows (this code on every thread: float32 2^14 one element off +0.04 us); and aligned inputs
+// (no head, no tail) branch around it.
 template <class R>
 struct Ends {
   using In = typename R::In;
   using Acc = typename R::Acc;
-  static constexpr int kHeadPerLane = (kVecAlign / int(sizeof(In)) + 31) / 32;
-  bool any;
-  bool has_head[kHeadPerLane] = {}, has_tail = false;
-  LoadBits<In> head[kHeadPerLane] = {}, tail = 0;
-  __device__ __forceinline__ Ends(const In* x, VecSplit s, int t) : any((s.head | s.tail) != 0 && t < 32) {
-    if (any) {
-#pragma unroll
-      for (int j = 0; j < kHeadPerLane; ++j) {
-        const int i = t + 32 * j;
-        has_head[j] = i < s.head;
-        head[j] = load_here(x + (has_head[j] ? i : 0), has_head[j]);
-      }
-      has_tail = t < s.tail;
-      tail = load_here(x + (has_tail ? s.head + s.vectors * (16 / int64_t(sizeof(In))) + t : 0), has_tail);
+  using Op = typename R::Op;
+  using Add = VecAdd<In, typename R::Mid, Op>;
+  static constexpr bool kWords = sizeof(In) < 4;
+  static_assert(kVecAlign / sizeof(In) <= 32 || kWords, "one head element a lane");
+  static_assert(kVecAlign == 4 * 32, "one head word a lane");
+  // A sum adds the zero bits a load not made leaves as zero: it needs no test of which loads
+  // were made. Other operators take their identity there.
+  static constexpr bool kZeroAddsNothing = std::is_same_v<Op, Sum<Acc>>;
+  // Only the loaded bits are held: which loads were made is worked out again from the
+  // kernel's parameters when needed (flags held across the grid kernel's last tile took it
+  // past 32 registers: 3 blocks a multiprocessor, not 4).
+  const In* x;
+  VecSplit s;
+  int t;
+  LoadBits<In> head = 0, tail = 0;
+  __device__ __forceinline__ Ends(const In* x_, VecSplit s_, int t_) : x(x_), s(s_), t(t_) {
+    if (any()) {
+      head = load_here(head_address(), has_head());
+      tail = load_here(x + s.head + s.vectors * (16 / int64_t(sizeof(In))) + t, has_tail());
     }
   }
-  __device__ __forceinline__ Acc added_to(Acc v) const {
-    if (any) {
+  // c: a counter of VecAdd<In, Mid, Op> (packed counting) or an Acc.
+  template <class C>
+  __device__ __forceinline__ void add_into(C& c) const {
+    if (!any()) return;
+    // Packed counting on the bits as loaded (zero-extended: a signed tail element taken out as
+    // In would be sign-extended into the other lanes); the bytes before x are shifted out.
+    if constexpr (Add::kFlushEvery > 0) {
+      c = Add::dot(from_bits<unsigned>(head) >> (8 * skip()), Add::dot(from_bits<unsigned>(tail), c));
+    } else {
+      Acc v = Op::identity();
+      if constexpr (kWords) {
+        const unsigned w = from_bits<unsigned>(head), skip = this->skip();
+        constexpr int kPer = 4 / int(sizeof(In));
+        using Bits = std::conditional_t<sizeof(In) == 1, uint8_t, uint16_t>;
 #pragma unroll
-      for (int j = 0; j < kHeadPerLane; ++j)
-        if (has_head[j]) v = R::Op::combine(v, R::convert(from_bits<In>(head[j])));
-      if (has_tail) v = R::Op::combine(v, R::convert(from_bits<In>(tail)));
+        for (int j = 0; j < kPer; ++j) {
+          const auto bits = static_cast<Bits>(w >> (8 * sizeof(In) * j));
+          In e;
+          memcpy(&e, &bits, sizeof(In));
+          v = Op::combine(v, kept(unsigned(j) * sizeof(In) >= skip && (kZeroAddsNothing || has_head()), e));
+        }
+      } else {
+        v = kept(kZeroAddsNothing || has_head(), from_bits<In>(head));
+      }
+      v = Op::combine(v, kept(kZeroAddsNothing || has_tail(), from_bits<In>(tail)));
+      c = Op::combine(c, v);
     }
-    return v;
+  }
+
+ private:
+  __device__ __forceinline__ bool any() const { return (s.head | s.tail) != 0 && t < 32; }
+  __device__ __forceinline__ bool has_tail() const { return t < s.tail; }
+  __device__ __forceinline__ Acc kept(bool keep, In e) const { return keep ? R::convert(e) : Op::identity(); }
+  // Words: word t of the line, if it holds head bytes (the head ends on a word boundary).
+  __device__ __forceinline__ uintptr_t word() const {
+    return reinterpret_cast<uintptr_t>(x) / kVecAlign * kVecAlign + 4 * unsigned(t);
+  }
+  __device__ __forceinline__ bool has_head() const {
+    if constexpr (kWords) {
+      const auto first = reinterpret_cast<uintptr_t>(x);
+      return word() + 4 > first && word() + 4 <= first + uintptr_t(s.head) * sizeof(In);
+    } else {
+      return t < s.head;
+    }
+  }
+  __device__ __forceinline__ auto head_address() const {
+    if constexpr (kWords) return reinterpret_cast<const unsigned*>(word());
+    else return x + t;
+  }
+  // Bytes of the head word before x (on the word that holds x; 0 on the others).
+  __device__ __forceinline__ unsigned skip() const {
+    const auto first = reinterpret_cast<uintptr_t>(x);
+    return word() < first ? unsigned(first - word()) : 0;
   }
 };
+
+// K tiles from tile `first_tile` on, into a thread's kVecUnroll counters (the last tile may be
+// partial), then the head and tail (loaded before): every load issued before any add, so one
+// memory round trip. The single block's tiles, and the grid block with the partial tile. (In a loop over
+// tiles ptxas put each add right after its load, a round trip per tile; a load inside `if (in
+// range) add(load)` waited for the previous add, four round trips in a row: uint8 2^20 one
+// element off +1 us.)
+template <class R, int K, class C>
+__device__ __forceinline__ void add_tiles(const typename R::In* x, VecSplit s, int64_t first_tile,
+                                          const Ends<R>& ends, C (&c)[kVecUnroll]) {
+  using Add = VecAdd<typename R::In, typename R::Mid, typename R::Op>;
+  constexpr int kLoads = K * kVecUnroll, kLast = kLoads - kVecUnroll;
+  const uint4* v = reinterpret_cast<const uint4*>(x + s.head) + first_tile * kVecTile + threadIdx.x;
+  // Vectors from the first tile on, as an int: 64-bit bounds tests took two registers each,
+  // held to the adds (the grid kernel went past 32 registers).
+  const int left = int(min64(s.vectors - first_tile * kVecTile, kLoads * kVecBlock));
+  uint4 r[kLoads];
+  bool in_range[kVecUnroll];  // the last tile's
+#pragma unroll
+  for (int i = 0; i < kLast; ++i) r[i] = __ldg(v + i * kVecBlock);
+#pragma unroll
+  for (int u = 0; u < kVecUnroll; ++u) {
+    in_range[u] = int(threadIdx.x) + (kLast + u) * kVecBlock < left;
+    r[kLast + u] = in_range[u] ? __ldg(v + (kLast + u) * kVecBlock) : uint4{};
+  }
+#pragma unroll
+  for (int i = 0; i < kLast; ++i) Add::add(c[i % kVecUnroll], r[i]);
+#pragma unroll
+  for (int u = 0; u < kVecUnroll; ++u)
+    if (in_range[u]) Add::add(c[u], r[kLast + u]);
+  ends.add_into(c[0]);
+}
 
 // The vectors come in tiles of kVecTile (32 KiB). Block b reads tiles b, b + gridDim,
 // b + 2 gridDim, ...; inside a tile thread t reads vectors t, t + 512, t + 1024 and t + 1536,
 // so each load instruction of the block covers 8 KiB in one piece and each block streams
 // through memory in order.
+template <class R, class C>
+__device__ __forceinline__ typename R::Acc widened_total(typename R::Acc acc, const C (&c)[kVecUnroll]) {
+  typename R::Acc total[kVecUnroll];  // the counters, widened, added pairwise
+#pragma unroll
+  for (int u = 0; u < kVecUnroll; ++u) total[u] = typename R::Acc(c[u]);
+  pairwise_in_place<kVecUnroll, typename R::Op>(total);
+  return R::Op::combine(acc, total[0]);
+}
+
 template <class R>
 __device__ __forceinline__ typename R::Acc tile_sum(const typename R::In* x, VecSplit s) {
   using In = typename R::In;
@@ -279,64 +396,28 @@ __device__ __forceinline__ typename R::Acc tile_sum(const typename R::In* x, Vec
       }
     }
   }
-  if (blockIdx.x == full_tiles % gridDim.x) {  // the last, partial tile
-    // All loads first, then the adds: a load inside `if (in range) add(load)` waited for the
-    // previous add, four round trips in a row (ncu, uint8 2^20 one element off: +1 us).
-    const int64_t first = full_tiles * kVecTile + threadIdx.x;
-    uint4 r[kVecUnroll];
-    bool in_range[kVecUnroll];
-#pragma unroll
-    for (int u = 0; u < kVecUnroll; ++u) {
-      in_range[u] = first + u * kVecBlock < s.vectors;
-      r[u] = in_range[u] ? __ldg(v + full_tiles * kVecTile + u * kVecBlock) : uint4{};
-    }
-#pragma unroll
-    for (int u = 0; u < kVecUnroll; ++u)
-      if (in_range[u]) Add::add(c[u], r[u]);
-  }
-  Acc total[kVecUnroll];  // the counters, widened, added pairwise
-#pragma unroll
-  for (int u = 0; u < kVecUnroll; ++u) total[u] = Acc(c[u]);
-  pairwise_in_place<kVecUnroll, Op>(total);
-  return Op::combine(acc, total[0]);
+  // The block after the last full tile's takes the partial tile (possibly empty), and the head
+  // and tail with it: in the combine kernel, on every call's critical path, they cost uint8
+  // 2^22 one element off 0.15-0.2 us (ncu). Its counters hold fewer than kFlushEvery vectors
+  // here, and take one more and the ends (PackedAdd allows kFlushEvery + 1).
+  if (blockIdx.x == full_tiles % gridDim.x) add_tiles<R, 1>(x, s, full_tiles, Ends<R>(x, s, threadIdx.x), c);
+  return widened_total<R>(acc, c);
 }
 
 // The single block's K tiles (the last one possibly partial), the same vectors to the same
-// threads and counters as tile_sum, but every load issued before any add: one memory round
-// trip. A loop over the tiles took one per tile (ptxas puts each add right after its load)
-// and its unrolled form only for whole multiples of four tiles (float64 2^14 one element off,
-// three tiles and a part, was 17% slower than aligned). K is a template parameter so that a
-// call loads only the tiles it has: all four tiles' loads on every call cost 2^10-2^12 calls
-// 0.2-0.5 us of predicated-off instructions.
+// threads and counters as tile_sum, in one round trip (add_tiles). K is a template parameter
+// so that a call loads only the tiles it has: all four tiles' loads on every call cost
+// 2^10-2^12 calls 0.2-0.5 us of predicated-off instructions.
 template <class R, int K>
-__device__ __forceinline__ typename R::Acc small_tiles(const typename R::In* x, VecSplit s) {
+__device__ __forceinline__ typename R::Acc small_tiles(const typename R::In* x, VecSplit s, const Ends<R>& ends) {
   using Op = typename R::Op;
   using Add = VecAdd<typename R::In, typename R::Mid, Op>;
   static_assert(Add::kFlushEvery == 0 || K <= Add::kFlushEvery, "the counters cannot overflow");
-  constexpr int kLoads = K * kVecUnroll, kLast = kLoads - kVecUnroll;
-  const uint4* v = reinterpret_cast<const uint4*>(x + s.head) + threadIdx.x;
-  uint4 r[kLoads];
-  bool in_range[kVecUnroll];  // the last tile's
-#pragma unroll
-  for (int i = 0; i < kLast; ++i) r[i] = __ldg(v + i * kVecBlock);
-#pragma unroll
-  for (int u = 0; u < kVecUnroll; ++u) {
-    in_range[u] = threadIdx.x + int64_t(kLast + u) * kVecBlock < s.vectors;
-    r[kLast + u] = in_range[u] ? __ldg(v + (kLast + u) * kVecBlock) : uint4{};
-  }
   typename Add::Counter c[kVecUnroll];
 #pragma unroll
   for (int u = 0; u < kVecUnroll; ++u) c[u] = Add::init();
-#pragma unroll
-  for (int i = 0; i < kLast; ++i) Add::add(c[i % kVecUnroll], r[i]);
-#pragma unroll
-  for (int u = 0; u < kVecUnroll; ++u)
-    if (in_range[u]) Add::add(c[u], r[kLast + u]);
-  typename R::Acc total[kVecUnroll];  // the counters, widened, added pairwise
-#pragma unroll
-  for (int u = 0; u < kVecUnroll; ++u) total[u] = typename R::Acc(c[u]);
-  pairwise_in_place<kVecUnroll, Op>(total);
-  return total[0];
+  add_tiles<R, K>(x, s, 0, ends, c);
+  return widened_total<R>(Op::identity(), c);
 }
 
 // The result of one block or of the combine kernel. Out: its C type when the call's result
@@ -369,23 +450,23 @@ small_sum_kernel(const typename R::In* x, VecSplit s, Sink out) {
   typename R::Acc v;
   switch ((s.vectors + kVecTile - 1) / kVecTile) {  // tiles
     case 0:
-    case 1: v = small_tiles<R, 1>(x, s); break;
-    case 2: v = small_tiles<R, 2>(x, s); break;
-    case 3: v = small_tiles<R, 3>(x, s); break;
-    default: v = small_tiles<R, 4>(x, s); break;
+    case 1: v = small_tiles<R, 1>(x, s, ends); break;
+    case 2: v = small_tiles<R, 2>(x, s, ends); break;
+    case 3: v = small_tiles<R, 3>(x, s, ends); break;
+    default: v = small_tiles<R, 4>(x, s, ends); break;
   }
   static_assert(kSingleBlockTiles == 4, "a case for each tile count");
-  v = ends.added_to(v);
   v = block_reduce<typename R::Op, kVecBlock>(v);
   if (threadIdx.x == 0) store_result<Out>(out, v);
 }
 
 // Larger inputs: each block's partial, combined by combine_partials_kernel. It lets that
-// kernel launch only after its own wait, since the combine reads the head and tail of x
-// before waiting, and so that a chain of calls never has more than one grid launched ahead
-// (a grid that triggered first let chains of waiting grids crowd the device).
+// kernel launch only after its own wait, so that a chain of calls never has more than one
+// grid launched ahead (a grid that triggered first let chains of waiting grids crowd the
+// device). Four blocks a multiprocessor, so at most 32 registers: uint8 with dtype=float32
+// took 38 (the block with the partial tile and the head and tail).
 template <class R>
-__global__ void __launch_bounds__(kVecBlock)
+__global__ void __launch_bounds__(kVecBlock, 4)
 vector_sum_kernel(const typename R::In* x, VecSplit s, typename R::Acc* partials) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   cudaGridDependencySynchronize();
@@ -397,16 +478,13 @@ vector_sum_kernel(const typename R::In* x, VecSplit s, typename R::Acc* partials
 }
 
 // Adds the block partials in block order (lane l: partials l, l + 32, ..., added pairwise,
-// then the lanes by shuffles), so the result does not depend on which block finished first;
-// and the head and tail, loaded before waiting for the first kernel (x was complete before
-// that kernel let this one launch). One warp: 256 threads with a block reduction (shared
-// memory and a barrier) took longer for the same loads.
+// then the lanes by shuffles), so the result does not depend on which block finished first.
+// One warp: 256 threads with a block reduction (shared memory and a barrier) took longer for
+// the same loads.
 template <class R, class Out>
 __global__ void __launch_bounds__(32)
-combine_partials_kernel(const typename R::Acc* partials, int n, const typename R::In* x,
-                        VecSplit s, Sink out) {
+combine_partials_kernel(const typename R::Acc* partials, int n, Sink out) {
   using Op = typename R::Op;
-  const Ends<R> ends(x, s, threadIdx.x);
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   cudaTriggerProgrammaticLaunchCompletion();  // the next call's kernel may launch; it waits for this one
   cudaGridDependencySynchronize();  // the first kernel has finished and its writes are visible
@@ -419,7 +497,6 @@ combine_partials_kernel(const typename R::Acc* partials, int n, const typename R
     pairwise_in_place<kCombineLoads, Op>(r);
     v = Op::combine(v, r[0]);
   }
-  v = ends.added_to(v);
   v = warp_reduce<Op>(v);
   if (threadIdx.x == 0) store_result<Out>(out, v);
 }
@@ -428,7 +505,7 @@ template <class R>
 cudaError_t run_vector(const ReduceArgs& a, size_t* workspace_bytes) {
   using In = typename R::In;
   using Acc = typename R::Acc;
-  const VecSplit s = split_at_vectors<In, kVecAlign>(a.in, a.n);
+  const VecSplit s = split_full<In>(a.in, a.n);
   const int64_t blocks =
       s.vectors <= kSingleBlockVectors
           ? 1
@@ -451,7 +528,7 @@ cudaError_t run_vector(const ReduceArgs& a, size_t* workspace_bytes) {
     return e;
   auto* combine = plain ? combine_partials_kernel<R, Acc> : combine_partials_kernel<R, void>;
   return launch_dependent(combine, dim3(1), dim3(32), a, static_cast<const Acc*>(partials),
-                          int(blocks), x, s, result);
+                          int(blocks), result);
 }
 
 }  // namespace treduce::cuda
