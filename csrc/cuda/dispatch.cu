@@ -60,10 +60,11 @@ constexpr VariantDoc kDocs[] = {
      "-", "-", false},
     {"auto", "small_sum_kernel, vector_sum_kernel, combine_partials_kernel (kernels/vector.cuh); rows_kernel, "
      "row_segments_kernel, columns_kernel (kernels/dims.cuh)",
-     "16-byte loads with the misaligned head and tail peeled, 4 in flight per thread; 1-byte and "
-     "int16 inputs counted by __dp4a / __dp2a in 32-bit registers; one block for small inputs, "
-     "else as many blocks as fit at once and a second kernel adding their partials in order; every kernel "
-     "launched with programmatic dependence (PDL), overlapping the kernel before it",
+     "16-byte loads from the first 128-byte boundary, the head before it and the tail one load a lane "
+     "of one warp, 4 in flight per thread; 1-byte and int16 inputs counted by __dp4a / __dp2a in "
+     "32-bit registers; one block for small inputs (up to 128 KiB, every load of a thread issued at "
+     "once), else as many blocks as fit at once and a one-warp kernel adding their partials in order; "
+     "every kernel launched with programmatic dependence (PDL), overlapping the kernel before it",
      "-", "our fastest: everything above that pays, plus vector loads and packed-integer counting",
      false},
 };
