@@ -323,10 +323,10 @@ struct Ends {
 
 // K tiles from tile `first_tile` on, into a thread's kVecUnroll counters (the last tile may be
 // partial), then the head and tail (loaded before): every load issued before any add, so one
-// memory round trip. The single block's tiles, and the grid block with the partial tile. (In a loop over
-// tiles ptxas put each add right after its load, a round trip per tile; a load inside `if (in
-// range) add(load)` waited for the previous add, four round trips in a row: uint8 2^20 one
-// element off +1 us.)
+// memory round trip. The single block's tiles, and the grid block with the partial tile. (In
+// a loop over tiles ptxas put each add right after its load, a round trip per tile; a load
+// inside `if (in range) add(load)` waited for the previous add, four round trips in a row:
+// uint8 2^20 one element off +1 us.)
 template <class R, int K, class C>
 __device__ __forceinline__ void add_tiles(const typename R::In* x, VecSplit s, int64_t first_tile,
                                           const Ends<R>& ends, C (&c)[kVecUnroll]) {
@@ -353,10 +353,7 @@ __device__ __forceinline__ void add_tiles(const typename R::In* x, VecSplit s, i
   ends.add_into(c[0]);
 }
 
-// The vectors come in tiles of kVecTile (32 KiB). Block b reads tiles b, b + gridDim,
-// b + 2 gridDim, ...; inside a tile thread t reads vectors t, t + 512, t + 1024 and t + 1536,
-// so each load instruction of the block covers 8 KiB in one piece and each block streams
-// through memory in order.
+// acc plus a thread's counters, widened and added pairwise.
 template <class R, class C>
 __device__ __forceinline__ typename R::Acc widened_total(typename R::Acc acc, const C (&c)[kVecUnroll]) {
   typename R::Acc total[kVecUnroll];  // the counters, widened, added pairwise
@@ -366,6 +363,10 @@ __device__ __forceinline__ typename R::Acc widened_total(typename R::Acc acc, co
   return R::Op::combine(acc, total[0]);
 }
 
+// The vectors come in tiles of kVecTile (32 KiB). Block b reads tiles b, b + gridDim,
+// b + 2 gridDim, ...; inside a tile thread t reads vectors t, t + 512, t + 1024 and t + 1536,
+// so each load instruction of the block covers 8 KiB in one piece and each block streams
+// through memory in order.
 template <class R>
 __device__ __forceinline__ typename R::Acc tile_sum(const typename R::In* x, VecSplit s) {
   using In = typename R::In;
@@ -396,10 +397,10 @@ __device__ __forceinline__ typename R::Acc tile_sum(const typename R::In* x, Vec
       }
     }
   }
-  // The block after the last full tile's takes the partial tile (possibly empty), and the head
-  // and tail with it: in the combine kernel, on every call's critical path, they cost uint8
-  // 2^22 one element off 0.15-0.2 us (ncu). Its counters hold fewer than kFlushEvery vectors
-  // here, and take one more and the ends (PackedAdd allows kFlushEvery + 1).
+  // The block whose turn the next tile would be takes the partial tile (possibly empty), and
+  // the head and tail with it: in the combine kernel, on every call's critical path, they cost
+  // uint8 2^22 one element off 0.15-0.2 us (ncu). Its counters hold fewer than kFlushEvery
+  // vectors here, and take one more and the ends (PackedAdd allows kFlushEvery + 1).
   if (blockIdx.x == full_tiles % gridDim.x) add_tiles<R, 1>(x, s, full_tiles, Ends<R>(x, s, threadIdx.x), c);
   return widened_total<R>(acc, c);
 }
