@@ -57,6 +57,14 @@ def test_reference_is_exact_for_integer_results_and_bounded_for_floats():
     assert tol == pytest.approx(999 * (2.0**-24 + 2.0**-53) * y.abs().sum().item() + 2.0**-24 * abs(want))
 
 
+def test_check_takes_inf_only_for_a_sum_past_the_dtype_range():
+    big = -66023.06  # past float16's largest finite value, 65504
+    bench.check("past", torch.tensor(-math.inf, dtype=torch.float16), big, 1.0)
+    for got, want in ((math.inf, big), (-math.inf, -1000.0), (math.nan, big), (-65504.0, big)):
+        with pytest.raises(AssertionError):
+            bench.check("wrong", torch.tensor(got, dtype=torch.float16), want, 1.0)
+
+
 def test_a_wrong_result_stops_the_run():
     def with_a_wrong_candidate(case, x, base, variants):
         fns = bench.candidates(case, x, base, variants)
