@@ -1,18 +1,51 @@
 """Builds torch_reduce._C, the treduce ops library, with torch's extension builder.
 
+It builds against the torch that is installed (pip install --no-build-isolation .), which must be
+one of the supported releases (torch_reduce/_version.py), and the result runs with that torch
+minor release only: the package requires it, and records what it was built with next to the
+library (_C.build.json, read by torch_reduce.build_info()).
+
 The CUDA kernels are built whenever the CUDA toolkit is found (a GPU need not
 be visible); without a toolkit, or with TREDUCE_CUDA=0, the build is CPU-only.
 TORCH_CUDA_ARCH_LIST selects the GPU architectures (default 8.0;9.0;10.0+PTX).
 Sources and flags come from csrc/build.txt, shared with CMakeLists.txt.
+TREDUCE_ANY_TORCH=1 builds against a torch outside the supported range, untested.
 """
 
+import json
 import os
+import platform
+import sys
 from pathlib import Path
 
 from setuptools import setup
-from torch.utils.cpp_extension import CUDA_HOME, BuildExtension, CppExtension, CUDAExtension
 
 ROOT = Path(__file__).resolve().parent
+
+VERSION = {}
+exec((ROOT / "torch_reduce" / "_version.py").read_text(), VERSION)
+
+
+def supported_torch():
+    """The installed torch, if it is in the supported range; else the build stops here, saying why."""
+    supported = VERSION["TORCH_REQUIREMENT"]
+    try:
+        import torch
+    except ImportError:
+        sys.exit(f"torch_reduce builds against the installed torch, and none is installed: install "
+                 f"one first ({supported}, e.g. pip install -r requirements.txt), then build with "
+                 f"pip install --no-build-isolation .")
+    release = VERSION["minor_release"](torch.__version__)
+    if not VERSION["TORCH_OLDEST"] <= release <= VERSION["TORCH_NEWEST"] and os.environ.get("TREDUCE_ANY_TORCH") != "1":
+        sys.exit(f"torch_reduce supports {supported} (every minor release from "
+                 f"{'.'.join(map(str, VERSION['TORCH_OLDEST']))} to {'.'.join(map(str, VERSION['TORCH_NEWEST']))}); "
+                 f"the installed torch is {torch.__version__}. Install a supported one "
+                 f"(pip install -r requirements.txt), or set TREDUCE_ANY_TORCH=1 to build anyway, untested.")
+    return torch, release
+
+
+torch, TORCH_RELEASE = supported_torch()
+from torch.utils.cpp_extension import CUDA_HOME, BuildExtension, CppExtension, CUDAExtension  # noqa: E402
 
 
 def read_build_manifest():
@@ -25,13 +58,24 @@ def read_build_manifest():
     return entries
 
 
+def nvcc_version():
+    import re
+    import subprocess
+
+    out = subprocess.run([os.path.join(CUDA_HOME, "bin", "nvcc"), "--version"], capture_output=True, text=True).stdout
+    match = re.search(r"release (\d+\.\d+)", out)
+    return match.group(1) if match else None
+
+
+WITH_CUDA = CUDA_HOME is not None and os.environ.get("TREDUCE_CUDA", "1") != "0"
+
+
 def extension():
     build = read_build_manifest()
-    with_cuda = CUDA_HOME is not None and os.environ.get("TREDUCE_CUDA", "1") != "0"
-    sources = build["source"] + (build["cuda_source"] if with_cuda else [])
+    sources = build["source"] + (build["cuda_source"] if WITH_CUDA else [])
     args = {"cxx": build.get("cxx_flag", [])}
     link = build.get("link_flag", [])
-    if not with_cuda:
+    if not WITH_CUDA:
         return CppExtension(
             "torch_reduce._C", sources, extra_compile_args=args, extra_link_args=link, py_limited_api=True
         )
@@ -47,14 +91,43 @@ def extension():
     )
 
 
+class BuildWithInfo(BuildExtension):
+    """torch's BuildExtension, then _C.build.json beside the library: what the binary is tied to,
+    checked when the package is imported."""
+
+    def run(self):
+        super().run()
+        info = {
+            "torch_reduce": VERSION["__version__"],
+            "torch": torch.__version__,
+            "torch_cuda": torch.version.cuda,
+            "cuda": nvcc_version() if WITH_CUDA else None,
+            "cuda_archs": os.environ["TORCH_CUDA_ARCH_LIST"] if WITH_CUDA else None,
+            "platform": f"{platform.system()}-{platform.machine()}",
+        }
+        library = Path(self.get_ext_fullpath("torch_reduce._C"))
+        library.parent.mkdir(parents=True, exist_ok=True)
+        (library.parent / "_C.build.json").write_text(json.dumps(info, indent=1) + "\n")
+
+    def get_outputs(self):
+        # Listed, so that editable installs and wheels carry it with the library.
+        return super().get_outputs() + [str(Path(self.get_ext_fullpath("torch_reduce._C")).parent / "_C.build.json")]
+
+
 setup(
     name="torch_reduce",
-    version="0.1.0",
+    version=VERSION["__version__"],
     description="Fast, exact reductions for PyTorch, and every classic CUDA reduction technique as a variant",
     packages=["torch_reduce"],
     ext_modules=[extension()],
-    cmdclass={"build_ext": BuildExtension},
-    options={"bdist_wheel": {"py_limited_api": "cp39"}},
+    cmdclass={"build_ext": BuildWithInfo},
+    options={
+        "bdist_wheel": {"py_limited_api": "cp39"},
+        # One build folder per torch: objects compiled against one torch's headers are never
+        # linked into a build for another.
+        "build": {"build_base": f"build/torch-{torch.__version__}"},
+    },
     python_requires=">=3.9",
-    install_requires=["torch>=2.11"],
+    # The library runs only with the torch minor release it was compiled against.
+    install_requires=[f"torch=={TORCH_RELEASE[0]}.{TORCH_RELEASE[1]}.*"],
 )

@@ -5,6 +5,7 @@
 
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/mean.h>
 #include <torch/library.h>
 
 #include <algorithm>
@@ -65,6 +66,27 @@ const char* op_name(ReduceOp op) {
 
 namespace {
 
+// The exception torch's mean raises for an integer dtype: RuntimeError up to torch 2.14,
+// NotImplementedError from 2.15. Asked of torch once, on meta tensors (no data), the first time
+// the error is raised.
+bool mean_dtype_error_is_not_implemented() {
+  static const bool answer = [] {
+    try {
+      (void)at::mean(at::empty({0}, at::TensorOptions().dtype(at::kInt).device(at::kMeta)));
+    } catch (const c10::NotImplementedError&) {
+      return true;
+    } catch (const c10::Error&) {
+    }
+    return false;
+  }();
+  return answer;
+}
+
+[[noreturn]] void mean_dtype_error(const std::string& message) {
+  if (mean_dtype_error_is_not_implemented()) TORCH_CHECK_NOT_IMPLEMENTED(false, message);
+  TORCH_CHECK(false, message);
+}
+
 // The types of each op, as torch gives them.
 SumTypes plan_types(ReduceOp op, DType in, std::optional<at::ScalarType> dtype) {
   const char* name = op_name(op);
@@ -72,14 +94,13 @@ SumTypes plan_types(ReduceOp op, DType in, std::optional<at::ScalarType> dtype) 
   const DType out = dtype ? to_dtype(op, *dtype, "dtype=") : default_sum_dtype(in);  // TypeError first
   if (op == ReduceOp::Mean) {
     // torch.mean's own wording and exception type.
-    if (dtype) {
-      TORCH_CHECK(at::isFloatingType(*dtype), name,
-                  "(): could not infer output dtype. Optional dtype must be either a floating "
-                  "point or complex dtype. Got: ", c10::toString(*dtype));
-    } else {
-      TORCH_CHECK(!is_integral(in), name,
-                  "(): could not infer output dtype. Input dtype must be either a floating "
-                  "point or complex dtype. Got: ", c10::toString(to_scalar_type(in)));
+    if (dtype && !at::isFloatingType(*dtype)) {
+      mean_dtype_error(std::string(name) + "(): could not infer output dtype. Optional dtype must be either a "
+                       "floating point or complex dtype. Got: " + c10::toString(*dtype));
+    }
+    if (!dtype && is_integral(in)) {
+      mean_dtype_error(std::string(name) + "(): could not infer output dtype. Input dtype must be either a "
+                       "floating point or complex dtype. Got: " + c10::toString(to_scalar_type(in)));
     }
   }
   return plan_sum_types(in, out);

@@ -18,7 +18,13 @@ def run(cmd, **kwargs):
     return result.stdout
 
 
+def cuda_toolkit_found() -> bool:
+    return shutil.which("nvcc") is not None or (Path(os.environ.get("CUDA_HOME") or "/usr/local/cuda") / "bin" / "nvcc").exists()
+
+
 @pytest.mark.skipif(shutil.which("cmake") is None, reason="cmake is not installed")
+@pytest.mark.skipif(torch.version.cuda is not None and not cuda_toolkit_found(),
+                    reason="LibTorch's CMake config of a CUDA build of torch stops without the CUDA toolkit")
 def test_cmake_build_and_ctest(tmp_path):
     build = tmp_path / "build"
     generator = ["-G", "Ninja"] if shutil.which("ninja") else []

@@ -5,22 +5,66 @@ registers ``torch.ops.treduce.*``; the Python wrappers below call through those 
 """
 
 import importlib.util
+import json
+from pathlib import Path
 
 import torch
 
+from ._version import TORCH_REQUIREMENT, __version__, minor_release
 
-def _load_ops_library():
+_REBUILD = "rebuild it against this torch: pip install --no-build-isolation ."
+
+
+def _library_path() -> Path:
     spec = importlib.util.find_spec("torch_reduce._C")
     if spec is None or spec.origin is None:
-        raise ImportError(
-            "torch_reduce._C is not built; install with: pip install --no-build-isolation -e ."
-        )
-    torch.ops.load_library(spec.origin)
+        raise ImportError(f"torch_reduce._C is not built; install torch ({TORCH_REQUIREMENT}), then: "
+                          "pip install --no-build-isolation -e .")
+    return Path(spec.origin)
 
 
-_load_ops_library()
+def build_info() -> dict:
+    """What the compiled library was built with, and so is tied to: the torch release ("torch"; it
+    runs with that minor release only), the CUDA release of that torch ("torch_cuda") and of the
+    compiler ("cuda", None for a CPU-only build; it runs with torch builds of that CUDA major), the
+    GPU architectures ("cuda_archs"), and the platform."""
+    return dict(_BUILD_INFO)
+
+
+def _check_build(library: Path) -> dict:
+    """The library's build record, after checking that it can run with this torch: a clear error
+    here instead of an undefined symbol from the loader."""
+    record = library.parent / "_C.build.json"
+    if not record.exists():
+        raise ImportError(f"{library} has no build record ({record.name}); {_REBUILD}")
+    info = json.loads(record.read_text())
+    if minor_release(info["torch"]) != minor_release(torch.__version__):
+        raise ImportError(f"torch_reduce was built against torch {info['torch']} and cannot run with torch "
+                          f"{torch.__version__} (torch's C++ ABI changes between minor releases); {_REBUILD}, "
+                          f"or install torch=={'.'.join(map(str, minor_release(info['torch'])))}.*")
+    if info["cuda"] is not None:
+        if torch.version.cuda is None:
+            raise ImportError(f"torch_reduce was built with CUDA {info['cuda']}, and this torch "
+                              f"({torch.__version__}) has no CUDA; {_REBUILD}")
+        if info["cuda"].split(".")[0] != torch.version.cuda.split(".")[0]:
+            raise ImportError(f"torch_reduce was built with CUDA {info['cuda']} and this torch with CUDA "
+                              f"{torch.version.cuda}: the CUDA major releases must match; {_REBUILD}")
+    return info
+
+
+def _load_ops_library() -> dict:
+    library = _library_path()
+    info = _check_build(library)
+    torch.ops.load_library(str(library))
+    return info
+
+
+_BUILD_INFO = _load_ops_library()
 
 from .ops import SUPPORTED_DTYPES, Variant, amax, amin, mean, result_dtype, sum, variants  # noqa: E402
 from .override import override  # noqa: E402
 
-__all__ = ["SUPPORTED_DTYPES", "Variant", "amax", "amin", "mean", "override", "result_dtype", "sum", "variants"]
+__all__ = [
+    "SUPPORTED_DTYPES", "Variant", "__version__", "amax", "amin", "build_info", "mean", "override",
+    "result_dtype", "sum", "variants",
+]
