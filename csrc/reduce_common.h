@@ -43,6 +43,18 @@ Prepared prepare_reduce(ReduceOp op, const at::Tensor& self, c10::string_view va
 
 const char* op_name(ReduceOp op);
 
+// One device's kernels of the four ops, as TORCH_LIBRARY_IMPL registers them: for callers that
+// are already below the dispatcher's autograd and device keys (the aten override).
+using SumKernel = at::Tensor (*)(const at::Tensor&, c10::string_view, at::OptionalIntArrayRef, bool,
+                                 std::optional<at::ScalarType>);
+using ExtremumKernel = at::Tensor (*)(const at::Tensor&, c10::string_view, at::OptionalIntArrayRef, bool);
+struct DeviceKernels {
+  SumKernel sum, mean;
+  ExtremumKernel amax, amin;
+};
+DeviceKernels cpu_kernels();
+DeviceKernels cuda_kernels();  // only in a build with CUDA
+
 // Which of ndim dims `dim` reduces: all of them for None or [], else the listed ones, wrapped
 // as torch wraps them; torch's errors for a dim out of range or repeated.
 std::vector<bool> reduced_dims(int64_t ndim, at::OptionalIntArrayRef dim);

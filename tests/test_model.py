@@ -77,27 +77,32 @@ def assert_same_training(a, b, losses_a, losses_b, seed):
         torch.testing.assert_close(p, q, **tol, msg=lambda m: f"{name}: {m} (seed {seed})")
 
 
+@pytest.mark.parametrize("mode", ["dispatcher", "python"])
 @pytest.mark.parametrize("device", DEVICES)
-def test_training_matches_torch(device):
+def test_training_matches_torch(device, mode):
     reference, data, seed = model_and_data(device)
     model = copy.deepcopy(reference)
     expected, _ = train(reference, data, lambda *b: loss_fn(reference, *b), contextlib.nullcontext())
-    got, ov = train(model, data, lambda *b: loss_fn(model, *b), torch_reduce.override())
+    got, ov = train(model, data, lambda *b: loss_fn(model, *b), torch_reduce.override(mode))
     assert_same_training(model, reference, got, expected, seed)
-    # Each step: the two sums and the amax of the pooling, the loss's mean; maybe more inside nn.
+    # Each step: the two sums and the amax of the pooling, the loss's mean; maybe more inside nn
+    # (and, in the dispatcher mode, the sums of the backward: the bias gradients of every Linear).
     assert ov.routed["sum"] >= 2 * STEPS and ov.routed["amax"] >= STEPS and ov.routed["mean"] >= STEPS
+    if mode == "dispatcher":
+        assert ov.routed["sum"] >= 2 * STEPS + 4 * STEPS
     assert not ov.fallback
 
 
 @pytest.mark.slow  # inductor compiles a forward and a backward: 20 s on two cores, 100 s cold
 def test_compiled_training_matches_torch():
-    """The whole forward and loss compiled as one graph under the override, trained on the CPU."""
+    """The whole forward and loss compiled as one graph under the Python-mode override, trained
+    on the CPU."""
     torch._dynamo.reset()
     reference, data, seed = model_and_data("cpu")
     model = copy.deepcopy(reference)
     expected, _ = train(reference, data, lambda *b: loss_fn(reference, *b), contextlib.nullcontext())
     compiled = torch.compile(lambda *b: loss_fn(model, *b), fullgraph=True)
-    got, ov = train(model, data, compiled, torch_reduce.override())
+    got, ov = train(model, data, compiled, torch_reduce.override("python"))
     assert_same_training(model, reference, got, expected, seed)
     # Counted once, when traced.
     assert ov.routed["sum"] >= 2 and ov.routed["amax"] >= 1 and ov.routed["mean"] >= 1

@@ -2,24 +2,39 @@
 
     with torch_reduce.override() as ov:
         loss = model(x)        # x.sum(-1), torch.mean(y), y.amax(dim=1) ... run on torch_reduce
+        loss.backward()        # and so do the sums autograd makes, e.g. to undo a broadcast
     print(ov.routed, ov.fallback, ov.fallback_reasons)
 
-While the block runs, torch.sum, torch.mean, torch.amax, torch.amin and the Tensor methods of the
-same names go to torch_reduce.sum/mean/amax/amin ("auto" variant), with the same dim, keepdim
-and dtype. A call the ops do not take (out=, named dims or tensors, a dtype outside
-SUPPORTED_DTYPES, a device other than cpu/cuda, a tensor subclass, a sparse or nested tensor, an
-argument the ops lack such as axis=, torch.sum under autocast, torch.func transforms and
-forward-mode AD) goes to torch unchanged.
-Nothing is active until the block is entered, and the block restores everything on exit,
-exception or not. While it is active, every torch call passes through one Python function,
-which costs eager code a few microseconds a call.
+Two modes. Counts: ov.routed and ov.fallback count calls by function ("sum", "mean", "amax",
+"amin"), ov.fallback_reasons by reason.
 
-Counts: ov.routed and ov.fallback count calls by function name ("sum", "mean", "amax", "amin"),
-ov.fallback_reasons by reason. Nested blocks: the innermost one routes and counts. Under
-torch.compile, entered outside the compiled function, dynamo traces the routing into the graph
-(fullgraph=True works), so the compiled code calls torch_reduce with no Python in between, and a
-call is counted when it is traced, once per compilation, not each time the compiled code runs.
-A block entered inside the compiled function routes too, but counts nothing.
+mode="dispatcher" (the default): while a block is open, torch_reduce's kernels are aten's CPU and
+CUDA kernels of sum, sum.dim_IntList, mean, mean.dim, amax and amin (csrc/aten_override.cpp).
+Every caller reaches them, C++ callers included (autograd's reductions, at::sum in other
+extensions), with no Python on the way, so the rest of the model runs at its usual speed. They
+sit below autograd, autocast, torch.func and tensor subclasses, which keep torch's own rules.
+Calls they do not take (another dtype or dtype=, out=, named tensors) run torch's own kernel,
+called directly. Sparse, nested, meta and other devices' tensors never reach them.
+Scope: the registrations are process-wide. The first block to open (in any thread) installs
+them and the last to close removes them, exception or not; while any block is open, every
+thread's reductions are routed, and each block counts every call made in the process while it
+was open (an outer block counts what a nested one routed, too). Open and close blocks while no
+other thread is inside a reduction, as for any change to the dispatcher's tables. Under
+torch.compile a compiled graph keeps inductor's own reductions, which fuse with the ops around
+them (only an aten call that inductor leaves to eager code reaches torch_reduce).
+
+mode="python": a TorchFunctionMode. torch.sum, torch.mean, torch.amax, torch.amin and the
+Tensor methods of the same names go to torch_reduce.sum/mean/amax/amin ("auto"), with the same
+dim, keepdim and dtype; every torch call passes through one Python function, which costs eager
+code a few microseconds a call, and calls made inside torch (C++) are not seen. A call the ops do
+not take (out=, named dims or tensors, a dtype outside SUPPORTED_DTYPES, a device other than
+cpu/cuda, a tensor subclass, a sparse or nested tensor, an argument the ops lack such as axis=,
+torch.sum under autocast, torch.func transforms and forward-mode AD) goes to torch unchanged.
+Blocks are per thread; nested, the innermost one routes and counts. Under torch.compile, entered
+outside the compiled function, dynamo traces the routing into the graph (fullgraph=True works),
+so compiled graphs call torch_reduce's ops (which do not fuse with their neighbours), and a call
+is counted when it is traced, once per compilation. A block entered inside the compiled
+function routes too, but counts nothing.
 """
 
 from __future__ import annotations
@@ -31,6 +46,9 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from . import ops
+
+# Named tensors, which torch 2.15 removed: where they exist, a named input falls back to torch.
+_NAMED_TENSORS = hasattr(torch.Tensor, "has_names")
 
 # The torch functions we route, by the name of the torch_reduce wrapper that takes them.
 _ROUTES = {
@@ -103,7 +121,7 @@ def _parse(name: str, args: tuple, kwargs: dict):
         return "layout"
     # torch carries names over to the result; the ops do not. (dynamo traces no named tensors, nor
     # has_names.)
-    if not torch.compiler.is_compiling() and x.has_names():
+    if _NAMED_TENSORS and not torch.compiler.is_compiling() and x.has_names():
         return "named tensor"
     # Autocast may run aten::sum in float32 (CUDA's does); a custom op gets no such cast.
     if name == "sum" and torch.is_autocast_enabled(x.device.type):
@@ -115,7 +133,7 @@ def _parse(name: str, args: tuple, kwargs: dict):
 
 
 class Override(TorchFunctionMode):
-    """The mode override() returns; see the module docstring."""
+    """What override(mode="python") returns; see the module docstring."""
 
     def __init__(self):
         super().__init__()
@@ -151,6 +169,73 @@ class Override(TorchFunctionMode):
         return getattr(ops, name)(x, dim, keepdim)
 
 
-def override() -> Override:
-    """A context manager that routes torch's sum/mean/amax/amin to torch_reduce while it is active."""
-    return Override()
+_OUTCOME_ROUTED = "routed"
+
+
+def _counts() -> collections.Counter:
+    """The process's counters of the dispatcher mode, by (function, outcome)."""
+    counts = collections.Counter()
+    for row in torch.ops.treduce._override_counts():
+        name, outcome, count = row.split("\t")
+        counts[name, outcome] = int(count)
+    return counts
+
+
+class DispatcherOverride:
+    """What override(mode="dispatcher") returns; see the module docstring."""
+
+    def __init__(self):
+        self._start = None
+        self._end = None
+
+    def __enter__(self):
+        if self._start is not None:
+            raise RuntimeError("an override block can be entered only once; call override() again")
+        self._start = _counts()
+        torch.ops.treduce._override_enter()
+        return self
+
+    def __exit__(self, *exc):
+        self._end = _counts()  # before closing, so no other block's later calls are counted
+        torch.ops.treduce._override_exit()
+        return False
+
+    def _delta(self) -> collections.Counter:
+        if self._start is None:
+            return collections.Counter()
+        end = self._end if self._end is not None else _counts()
+        return collections.Counter({key: end[key] - self._start[key] for key in end if end[key] > self._start[key]})
+
+    @property
+    def routed(self) -> collections.Counter:
+        return collections.Counter({name: n for (name, outcome), n in self._delta().items() if outcome == _OUTCOME_ROUTED})
+
+    @property
+    def fallback(self) -> collections.Counter:
+        out = collections.Counter()
+        for (name, outcome), n in self._delta().items():
+            if outcome != _OUTCOME_ROUTED:
+                out[name] += n
+        return out
+
+    @property
+    def fallback_reasons(self) -> collections.Counter:
+        out = collections.Counter()
+        for (_, outcome), n in self._delta().items():
+            if outcome != _OUTCOME_ROUTED:
+                out[outcome] += n
+        return out
+
+
+MODES = ("dispatcher", "python")
+
+
+def override(mode: str = "dispatcher"):
+    """A context manager that routes torch's sum/mean/amax/amin to torch_reduce while it is open:
+    at the dispatcher (the default) or as a Python TorchFunctionMode (``mode="python"``); see the
+    module docstring for what each sees and costs."""
+    if mode == "dispatcher":
+        return DispatcherOverride()
+    if mode == "python":
+        return Override()
+    raise ValueError(f"override: mode must be one of {', '.join(map(repr, MODES))}, not {mode!r}")

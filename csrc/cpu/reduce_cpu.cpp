@@ -300,11 +300,16 @@ VariantTable cpu_variants() {
   return {cpu::kDocs, int(sizeof(cpu::kDocs) / sizeof(cpu::kDocs[0]))};
 }
 
+DeviceKernels cpu_kernels() {
+  return {&cpu::sum_cpu, &cpu::mean_cpu, &cpu::extremum_cpu<true>, &cpu::extremum_cpu<false>};
+}
+
 }  // namespace treduce
 
 TORCH_LIBRARY_IMPL(treduce, CPU, m) {
-  m.impl("sum", &treduce::cpu::sum_cpu);
-  m.impl("mean", &treduce::cpu::mean_cpu);
-  m.impl("amax", &treduce::cpu::extremum_cpu<true>);
-  m.impl("amin", &treduce::cpu::extremum_cpu<false>);
+  const treduce::DeviceKernels k = treduce::cpu_kernels();
+  m.impl("sum", k.sum);
+  m.impl("mean", k.mean);
+  m.impl("amax", k.amax);
+  m.impl("amin", k.amin);
 }

@@ -84,10 +84,18 @@ at::Tensor read_probe_cuda(const at::Tensor& self) {
 }  // namespace
 }  // namespace treduce::cuda
 
+namespace treduce {
+DeviceKernels cuda_kernels() {
+  return {&cuda::sum_or_mean_cuda<ReduceOp::Sum>, &cuda::sum_or_mean_cuda<ReduceOp::Mean>,
+          &cuda::extremum_cuda<ReduceOp::Max>, &cuda::extremum_cuda<ReduceOp::Min>};
+}
+}  // namespace treduce
+
 TORCH_LIBRARY_IMPL(treduce, CUDA, m) {
-  m.impl("sum", &treduce::cuda::sum_or_mean_cuda<treduce::ReduceOp::Sum>);
-  m.impl("mean", &treduce::cuda::sum_or_mean_cuda<treduce::ReduceOp::Mean>);
-  m.impl("amax", &treduce::cuda::extremum_cuda<treduce::ReduceOp::Max>);
-  m.impl("amin", &treduce::cuda::extremum_cuda<treduce::ReduceOp::Min>);
+  const treduce::DeviceKernels k = treduce::cuda_kernels();
+  m.impl("sum", k.sum);
+  m.impl("mean", k.mean);
+  m.impl("amax", k.amax);
+  m.impl("amin", k.amin);
   m.impl("_read_probe", &treduce::cuda::read_probe_cuda);
 }

@@ -1,0 +1,259 @@
+// torch_reduce.override()'s default mode: while a block is open, torch_reduce's kernels are the
+// CPU and CUDA kernels of aten's reductions. Every caller of aten::sum and the rest reaches them
+// (torch.sum from Python, the sums autograd makes in C++ to undo a broadcast, other
+// extensions' at::sum), with no Python on the way, and below the keys that carry torch's own
+// rules (autograd, autocast, torch.func, tensor subclasses), which therefore work as without
+// the override. A call the ops do not take goes straight to torch's own backend kernel
+// (at::cpu::sum, at::cuda::sum, ...), not back through the dispatcher.
+//
+// Registrations are process-wide: the first block to open registers the kernels, the last to
+// close removes them (a count of open blocks, under a mutex); the outcome of every call is
+// counted here, by op and reason, and read by the Python blocks.
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/amax_cpu_dispatch.h>
+#include <ATen/ops/amin_cpu_dispatch.h>
+#include <ATen/ops/mean_cpu_dispatch.h>
+#include <ATen/ops/sum_cpu_dispatch.h>
+#include <c10/util/Exception.h>
+#include <torch/library.h>
+
+#ifdef TREDUCE_WITH_CUDA
+#include <ATen/ops/amax_cuda_dispatch.h>
+#include <ATen/ops/amin_cuda_dispatch.h>
+#include <ATen/ops/mean_cuda_dispatch.h>
+#include <ATen/ops/sum_cuda_dispatch.h>
+#endif
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "reduce_common.h"
+
+namespace treduce {
+namespace {
+
+// What happened to a call: routed to torch_reduce, or left to torch, and why.
+enum class Outcome { Routed, OutArg, InputDtype, DtypeArg, NamedTensor, kCount };
+constexpr const char* kOutcomeNames[] = {"routed", "out=", "input dtype", "dtype=", "named tensor"};
+constexpr int kOps = 4;  // ReduceOp: sum, mean, amax, amin
+constexpr int kOutcomes = static_cast<int>(Outcome::kCount);
+
+std::atomic<int64_t> g_counts[kOps][kOutcomes];
+
+bool supported(at::ScalarType t) {
+  for (const at::ScalarType s : kScalarTypes)
+    if (s == t) return true;
+  return false;
+}
+
+// Whether a tensor has dim names: torch 2.15 removed named tensors, and Tensor::has_names with them.
+template <class T, class = void>
+struct HasNames : std::false_type {};
+template <class T>
+struct HasNames<T, std::void_t<decltype(std::declval<const T&>().has_names())>> : std::true_type {};
+template <class T>
+bool has_names(const T& t) {
+  if constexpr (HasNames<T>::value) return t.has_names();
+  else return false;
+}
+
+// Counts the call, and says whether torch_reduce takes it.
+bool take(ReduceOp op, const at::Tensor& self, std::optional<at::ScalarType> dtype) {
+  Outcome o = Outcome::Routed;
+  if (!supported(self.scalar_type())) o = Outcome::InputDtype;
+  else if (dtype && !supported(*dtype)) o = Outcome::DtypeArg;
+  else if (has_names(self)) o = Outcome::NamedTensor;  // torch's kernels carry names to the result
+  g_counts[static_cast<int>(op)][static_cast<int>(o)].fetch_add(1, std::memory_order_relaxed);
+  return o == Outcome::Routed;
+}
+
+void count_out_arg(ReduceOp op) {
+  g_counts[static_cast<int>(op)][static_cast<int>(Outcome::OutArg)].fetch_add(1, std::memory_order_relaxed);
+}
+
+// torch's own kernels of one device, called directly: the fallback of every call we leave.
+struct CpuTorch {
+  static constexpr c10::DispatchKey kKey = c10::DispatchKey::CPU;
+  static DeviceKernels ours() { return cpu_kernels(); }
+  static at::Tensor sum(const at::Tensor& s, at::OptionalIntArrayRef d, bool k, std::optional<at::ScalarType> t) {
+    return at::cpu::sum(s, d, k, t);
+  }
+  static at::Tensor mean(const at::Tensor& s, at::OptionalIntArrayRef d, bool k, std::optional<at::ScalarType> t) {
+    return at::cpu::mean(s, d, k, t);
+  }
+  static at::Tensor amax(const at::Tensor& s, at::IntArrayRef d, bool k) { return at::cpu::amax(s, d, k); }
+  static at::Tensor amin(const at::Tensor& s, at::IntArrayRef d, bool k) { return at::cpu::amin(s, d, k); }
+  static at::Tensor& sum_out(at::Tensor& o, const at::Tensor& s, at::OptionalIntArrayRef d, bool k,
+                             std::optional<at::ScalarType> t) {
+    return at::cpu::sum_out(o, s, d, k, t);
+  }
+  static at::Tensor& mean_out(at::Tensor& o, const at::Tensor& s, at::OptionalIntArrayRef d, bool k,
+                              std::optional<at::ScalarType> t) {
+    return at::cpu::mean_out(o, s, d, k, t);
+  }
+  static at::Tensor& amax_out(at::Tensor& o, const at::Tensor& s, at::IntArrayRef d, bool k) {
+    return at::cpu::amax_out(o, s, d, k);
+  }
+  static at::Tensor& amin_out(at::Tensor& o, const at::Tensor& s, at::IntArrayRef d, bool k) {
+    return at::cpu::amin_out(o, s, d, k);
+  }
+};
+
+#ifdef TREDUCE_WITH_CUDA
+struct CudaTorch {
+  static constexpr c10::DispatchKey kKey = c10::DispatchKey::CUDA;
+  static DeviceKernels ours() { return cuda_kernels(); }
+  static at::Tensor sum(const at::Tensor& s, at::OptionalIntArrayRef d, bool k, std::optional<at::ScalarType> t) {
+    return at::cuda::sum(s, d, k, t);
+  }
+  static at::Tensor mean(const at::Tensor& s, at::OptionalIntArrayRef d, bool k, std::optional<at::ScalarType> t) {
+    return at::cuda::mean(s, d, k, t);
+  }
+  static at::Tensor amax(const at::Tensor& s, at::IntArrayRef d, bool k) { return at::cuda::amax(s, d, k); }
+  static at::Tensor amin(const at::Tensor& s, at::IntArrayRef d, bool k) { return at::cuda::amin(s, d, k); }
+  static at::Tensor& sum_out(at::Tensor& o, const at::Tensor& s, at::OptionalIntArrayRef d, bool k,
+                             std::optional<at::ScalarType> t) {
+    return at::cuda::sum_out(o, s, d, k, t);
+  }
+  static at::Tensor& mean_out(at::Tensor& o, const at::Tensor& s, at::OptionalIntArrayRef d, bool k,
+                              std::optional<at::ScalarType> t) {
+    return at::cuda::mean_out(o, s, d, k, t);
+  }
+  static at::Tensor& amax_out(at::Tensor& o, const at::Tensor& s, at::IntArrayRef d, bool k) {
+    return at::cuda::amax_out(o, s, d, k);
+  }
+  static at::Tensor& amin_out(at::Tensor& o, const at::Tensor& s, at::IntArrayRef d, bool k) {
+    return at::cuda::amin_out(o, s, d, k);
+  }
+};
+#endif
+
+// The aten overloads, one kernel each per device. aten::sum and aten::mean without dims are
+// torch's composites over the dim overloads (IntArrayRef{}: every dim).
+template <class T>
+struct AtenKernels {
+  static at::Tensor sum(const at::Tensor& self, std::optional<at::ScalarType> dtype) {
+    if (take(ReduceOp::Sum, self, dtype)) return T::ours().sum(self, "auto", std::nullopt, false, dtype);
+    return T::sum(self, at::IntArrayRef{}, false, dtype);
+  }
+  static at::Tensor sum_dim(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
+                            std::optional<at::ScalarType> dtype) {
+    if (take(ReduceOp::Sum, self, dtype)) return T::ours().sum(self, "auto", dim, keepdim, dtype);
+    return T::sum(self, dim, keepdim, dtype);
+  }
+  static at::Tensor mean(const at::Tensor& self, std::optional<at::ScalarType> dtype) {
+    if (take(ReduceOp::Mean, self, dtype)) return T::ours().mean(self, "auto", std::nullopt, false, dtype);
+    return T::mean(self, at::IntArrayRef{}, false, dtype);
+  }
+  static at::Tensor mean_dim(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
+                             std::optional<at::ScalarType> dtype) {
+    if (take(ReduceOp::Mean, self, dtype)) return T::ours().mean(self, "auto", dim, keepdim, dtype);
+    return T::mean(self, dim, keepdim, dtype);
+  }
+  static at::Tensor amax(const at::Tensor& self, at::IntArrayRef dim, bool keepdim) {
+    if (take(ReduceOp::Max, self, std::nullopt)) return T::ours().amax(self, "auto", dim, keepdim);
+    return T::amax(self, dim, keepdim);
+  }
+  static at::Tensor amin(const at::Tensor& self, at::IntArrayRef dim, bool keepdim) {
+    if (take(ReduceOp::Min, self, std::nullopt)) return T::ours().amin(self, "auto", dim, keepdim);
+    return T::amin(self, dim, keepdim);
+  }
+  // out=: torch's kernel, counted (writing into a caller's tensor, with its resizing and dtype
+  // rules, is not what the ops do).
+  static at::Tensor& sum_out(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
+                             std::optional<at::ScalarType> dtype, at::Tensor& out) {
+    count_out_arg(ReduceOp::Sum);
+    return T::sum_out(out, self, dim, keepdim, dtype);
+  }
+  static at::Tensor& mean_out(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
+                              std::optional<at::ScalarType> dtype, at::Tensor& out) {
+    count_out_arg(ReduceOp::Mean);
+    return T::mean_out(out, self, dim, keepdim, dtype);
+  }
+  static at::Tensor& amax_out(const at::Tensor& self, at::IntArrayRef dim, bool keepdim, at::Tensor& out) {
+    count_out_arg(ReduceOp::Max);
+    return T::amax_out(out, self, dim, keepdim);
+  }
+  static at::Tensor& amin_out(const at::Tensor& self, at::IntArrayRef dim, bool keepdim, at::Tensor& out) {
+    count_out_arg(ReduceOp::Min);
+    return T::amin_out(out, self, dim, keepdim);
+  }
+
+  static std::unique_ptr<torch::Library> registered() {
+    auto m = std::make_unique<torch::Library>(torch::Library::IMPL, "aten", T::kKey, __FILE__, __LINE__);
+    m->impl("sum", &sum);
+    m->impl("sum.dim_IntList", &sum_dim);
+    m->impl("sum.IntList_out", &sum_out);
+    m->impl("mean", &mean);
+    m->impl("mean.dim", &mean_dim);
+    m->impl("mean.out", &mean_out);
+    m->impl("amax", &amax);
+    m->impl("amax.out", &amax_out);
+    m->impl("amin", &amin);
+    m->impl("amin.out", &amin_out);
+    return m;
+  }
+};
+
+std::mutex g_mutex;
+int64_t g_open = 0;  // open blocks, in every thread
+std::vector<std::unique_ptr<torch::Library>> g_registrations;
+
+// Replacing a kernel of aten's makes the dispatcher warn (once a process); here that is the
+// point, so that warning is dropped and any other passes on.
+class DropOverrideWarnings : public c10::WarningHandler {
+ public:
+  explicit DropOverrideWarnings(c10::WarningHandler* next) : next_(next) {}
+  void process(const c10::Warning& w) override {
+    if (w.msg().find("Overriding a previously registered kernel") == std::string::npos) next_->process(w);
+  }
+
+ private:
+  c10::WarningHandler* next_;
+};
+
+int64_t override_enter() {
+  const std::lock_guard<std::mutex> lock(g_mutex);
+  if (g_open == 0) {
+    DropOverrideWarnings quiet(c10::WarningUtils::get_warning_handler());
+    const c10::WarningUtils::WarningHandlerGuard guard(&quiet);
+    g_registrations.push_back(AtenKernels<CpuTorch>::registered());
+#ifdef TREDUCE_WITH_CUDA
+    g_registrations.push_back(AtenKernels<CudaTorch>::registered());
+#endif
+  }
+  return ++g_open;
+}
+
+int64_t override_exit() {
+  const std::lock_guard<std::mutex> lock(g_mutex);
+  TORCH_CHECK(g_open > 0, "treduce._override_exit: no override block is open");
+  if (--g_open == 0) g_registrations.clear();  // the Library's destructor removes its kernels
+  return g_open;
+}
+
+// One row a counter, "op<TAB>outcome<TAB>count", every op and outcome (zeros included).
+std::vector<std::string> override_counts() {
+  std::vector<std::string> rows;
+  for (int op = 0; op < kOps; ++op)
+    for (int o = 0; o < kOutcomes; ++o)
+      rows.push_back(std::string(op_name(static_cast<ReduceOp>(op))) + '\t' + kOutcomeNames[o] + '\t' +
+                     std::to_string(g_counts[op][o].load(std::memory_order_relaxed)));
+  return rows;
+}
+
+}  // namespace
+}  // namespace treduce
+
+TORCH_LIBRARY_FRAGMENT(treduce, m) {
+  // The override's switch and counters (torch_reduce/override.py). Enter returns the number of
+  // open blocks after it, exit the number left.
+  m.def("_override_enter() -> int", &treduce::override_enter);
+  m.def("_override_exit() -> int", &treduce::override_exit);
+  m.def("_override_counts() -> str[]", &treduce::override_counts);
+}
