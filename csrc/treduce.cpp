@@ -5,7 +5,7 @@
 
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/ops/empty.h>
-#include <ATen/ops/mean.h>
+#include <ATen/ops/mean_cpu_dispatch.h>
 #include <torch/library.h>
 
 #include <algorithm>
@@ -67,12 +67,13 @@ const char* op_name(ReduceOp op) {
 namespace {
 
 // The exception torch's mean raises for an integer dtype: RuntimeError up to torch 2.14,
-// NotImplementedError from 2.15. Asked of torch once, on meta tensors (no data), the first time
-// the error is raised.
+// NotImplementedError from 2.15. Asked of torch's CPU kernel once, the first time the error is
+// raised: called directly on an empty tensor, it checks the dtype and raises before any work
+// (directly, so that the override's kernel for aten::mean does not get the call back).
 bool mean_dtype_error_is_not_implemented() {
   static const bool answer = [] {
     try {
-      (void)at::mean(at::empty({0}, at::TensorOptions().dtype(at::kInt).device(at::kMeta)));
+      (void)at::cpu::mean(at::empty({0}, at::TensorOptions().dtype(at::kInt)), at::IntArrayRef{});
     } catch (const c10::NotImplementedError&) {
       return true;
     } catch (const c10::Error&) {
