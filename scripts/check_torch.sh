@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# torch_reduce as a user of one torch release gets it: a venv with that torch, a wheel built
-# against it (pip wheel --no-build-isolation), the wheel installed, and the whole test suite run
-# against the installed package (not the source tree).
+# torch_reduce as a user of one torch release gets it: a venv with that torch, then
+# requirements.txt (which must leave that torch in place), a wheel built against it (pip wheel
+# --no-build-isolation), the wheel installed, and the whole test suite run against the installed
+# package (not the source tree).
 #
 #   bash scripts/check_torch.sh 2.15            # torch 2.15.x (the newest patch release on PyPI)
 #   bash scripts/check_torch.sh 2.11 2.13       # several, one after another
@@ -40,12 +41,16 @@ for release in "$@"; do
   if [ ! -x "$venv/bin/python" ]; then
     "$PYTHON" -m venv "$venv" || { note "torch $release: venv FAILED"; failed=1; continue; }
   fi
-  # requirements.txt's range with this release pinned: pip takes both.
-  if ! "$venv/bin/python" -m pip install -q --disable-pip-version-check -r requirements.txt "torch==$release.*" \
-      > "$log.install.log" 2>&1; then
+  # torch first, as a user has it; then requirements.txt, which must leave that torch in place.
+  torch_version() { "$venv/bin/python" -c 'import torch; print(torch.__version__)'; }
+  if ! "$venv/bin/python" -m pip install -q --disable-pip-version-check "torch==$release.*" > "$log.install.log" 2>&1 ||
+     ! version=$(torch_version) ||
+     ! "$venv/bin/python" -m pip install -q --disable-pip-version-check -r requirements.txt >> "$log.install.log" 2>&1; then
     note "torch $release: install FAILED (see $log.install.log)"; tail -5 "$log.install.log"; failed=1; continue
   fi
-  version=$("$venv/bin/python" -c 'import torch; print(torch.__version__)')
+  if [ "$(torch_version)" != "$version" ]; then
+    note "torch $version: pip install -r requirements.txt replaced it with $(torch_version)"; failed=1; continue
+  fi
 
   # The wheel, built against the venv's torch in a per-torch build folder (setup.py).
   rm -rf "$log.dist"

@@ -14,7 +14,7 @@ class Subclass(torch.Tensor):
     pass
 
 
-# Named tensors exist up to torch 2.14; torch 2.15 removed them.
+# Named tensors exist up to torch 2.12; torch 2.13 removed them.
 NAMED_TENSORS = hasattr(torch.Tensor, "has_names")
 needs_named_tensors = pytest.mark.skipif(not NAMED_TENSORS, reason="this torch has no named tensors")
 

@@ -47,7 +47,7 @@ from torch.overrides import TorchFunctionMode
 
 from . import ops
 
-# Named tensors, which torch 2.15 removed: where they exist, a named input falls back to torch.
+# Named tensors, which torch 2.13 removed: where they exist, a named input falls back to torch.
 _NAMED_TENSORS = hasattr(torch.Tensor, "has_names")
 
 # The torch functions we route, by the name of the torch_reduce wrapper that takes them.
