@@ -14,6 +14,10 @@
 #include <ATen/ops/amin_cpu_dispatch.h>
 #include <ATen/ops/mean_cpu_dispatch.h>
 #include <ATen/ops/sum_cpu_dispatch.h>
+#include <ATen/ops/std_cpu_dispatch.h>
+#include <ATen/ops/std_mean_cpu_dispatch.h>
+#include <ATen/ops/var_cpu_dispatch.h>
+#include <ATen/ops/var_mean_cpu_dispatch.h>
 #include <c10/util/Exception.h>
 #include <torch/library.h>
 
@@ -22,12 +26,17 @@
 #include <ATen/ops/amin_cuda_dispatch.h>
 #include <ATen/ops/mean_cuda_dispatch.h>
 #include <ATen/ops/sum_cuda_dispatch.h>
+#include <ATen/ops/std_cuda_dispatch.h>
+#include <ATen/ops/std_mean_cuda_dispatch.h>
+#include <ATen/ops/var_cuda_dispatch.h>
+#include <ATen/ops/var_mean_cuda_dispatch.h>
 #endif
 
 #include <atomic>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <tuple>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -40,7 +49,7 @@ namespace {
 // What happened to a call: routed to torch_reduce, or left to torch, and why.
 enum class Outcome { Routed, OutArg, InputDtype, DtypeArg, NamedTensor, kCount };
 constexpr const char* kOutcomeNames[] = {"routed", "out=", "input dtype", "dtype=", "named tensor"};
-constexpr int kOps = 4;  // ReduceOp: sum, mean, amax, amin
+constexpr int kOps = kNumReduceOps;
 constexpr int kOutcomes = static_cast<int>(Outcome::kCount);
 
 std::atomic<int64_t> g_counts[kOps][kOutcomes];
@@ -77,58 +86,48 @@ void count_out_arg(ReduceOp op) {
 }
 
 // torch's own kernels of one device, called directly: the fallback of every call we leave.
-struct CpuTorch {
+using Dims = at::OptionalIntArrayRef;
+using DtypeArg = std::optional<at::ScalarType>;
+using Correction = std::optional<at::Scalar>;
+struct TorchKernels {
+  at::Tensor (*sum)(const at::Tensor&, Dims, bool, DtypeArg);
+  at::Tensor (*mean)(const at::Tensor&, Dims, bool, DtypeArg);
+  at::Tensor (*amax)(const at::Tensor&, at::IntArrayRef, bool);
+  at::Tensor (*amin)(const at::Tensor&, at::IntArrayRef, bool);
+  at::Tensor& (*sum_out)(at::Tensor&, const at::Tensor&, Dims, bool, DtypeArg);
+  at::Tensor& (*mean_out)(at::Tensor&, const at::Tensor&, Dims, bool, DtypeArg);
+  at::Tensor& (*amax_out)(at::Tensor&, const at::Tensor&, at::IntArrayRef, bool);
+  at::Tensor& (*amin_out)(at::Tensor&, const at::Tensor&, at::IntArrayRef, bool);
+  at::Tensor (*var)(const at::Tensor&, Dims, const Correction&, bool);
+  at::Tensor (*std)(const at::Tensor&, Dims, const Correction&, bool);
+  std::tuple<at::Tensor, at::Tensor> (*var_mean)(const at::Tensor&, Dims, const Correction&, bool);
+  std::tuple<at::Tensor, at::Tensor> (*std_mean)(const at::Tensor&, Dims, const Correction&, bool);
+  at::Tensor& (*var_out)(at::Tensor&, const at::Tensor&, Dims, const Correction&, bool);
+  at::Tensor& (*std_out)(at::Tensor&, const at::Tensor&, Dims, const Correction&, bool);
+};
+// One device's table, from its namespace of direct calls (at::cpu, at::cuda).
+#define TREDUCE_TORCH_KERNELS(NS)                                                                    \
+  TorchKernels {                                                                                     \
+    &NS::sum, &NS::mean, &NS::amax, &NS::amin, &NS::sum_out, &NS::mean_out, &NS::amax_out,          \
+        &NS::amin_out, &NS::var, &NS::std, &NS::var_mean, &NS::std_mean, &NS::var_out, &NS::std_out \
+  }
+
+struct Cpu {
   static constexpr c10::DispatchKey kKey = c10::DispatchKey::CPU;
   static DeviceKernels ours() { return cpu_kernels(); }
-  static at::Tensor sum(const at::Tensor& s, at::OptionalIntArrayRef d, bool k, std::optional<at::ScalarType> t) {
-    return at::cpu::sum(s, d, k, t);
-  }
-  static at::Tensor mean(const at::Tensor& s, at::OptionalIntArrayRef d, bool k, std::optional<at::ScalarType> t) {
-    return at::cpu::mean(s, d, k, t);
-  }
-  static at::Tensor amax(const at::Tensor& s, at::IntArrayRef d, bool k) { return at::cpu::amax(s, d, k); }
-  static at::Tensor amin(const at::Tensor& s, at::IntArrayRef d, bool k) { return at::cpu::amin(s, d, k); }
-  static at::Tensor& sum_out(at::Tensor& o, const at::Tensor& s, at::OptionalIntArrayRef d, bool k,
-                             std::optional<at::ScalarType> t) {
-    return at::cpu::sum_out(o, s, d, k, t);
-  }
-  static at::Tensor& mean_out(at::Tensor& o, const at::Tensor& s, at::OptionalIntArrayRef d, bool k,
-                              std::optional<at::ScalarType> t) {
-    return at::cpu::mean_out(o, s, d, k, t);
-  }
-  static at::Tensor& amax_out(at::Tensor& o, const at::Tensor& s, at::IntArrayRef d, bool k) {
-    return at::cpu::amax_out(o, s, d, k);
-  }
-  static at::Tensor& amin_out(at::Tensor& o, const at::Tensor& s, at::IntArrayRef d, bool k) {
-    return at::cpu::amin_out(o, s, d, k);
+  static const TorchKernels& torch() {
+    static const TorchKernels k = TREDUCE_TORCH_KERNELS(at::cpu);
+    return k;
   }
 };
 
 #ifdef TREDUCE_WITH_CUDA
-struct CudaTorch {
+struct Cuda {
   static constexpr c10::DispatchKey kKey = c10::DispatchKey::CUDA;
   static DeviceKernels ours() { return cuda_kernels(); }
-  static at::Tensor sum(const at::Tensor& s, at::OptionalIntArrayRef d, bool k, std::optional<at::ScalarType> t) {
-    return at::cuda::sum(s, d, k, t);
-  }
-  static at::Tensor mean(const at::Tensor& s, at::OptionalIntArrayRef d, bool k, std::optional<at::ScalarType> t) {
-    return at::cuda::mean(s, d, k, t);
-  }
-  static at::Tensor amax(const at::Tensor& s, at::IntArrayRef d, bool k) { return at::cuda::amax(s, d, k); }
-  static at::Tensor amin(const at::Tensor& s, at::IntArrayRef d, bool k) { return at::cuda::amin(s, d, k); }
-  static at::Tensor& sum_out(at::Tensor& o, const at::Tensor& s, at::OptionalIntArrayRef d, bool k,
-                             std::optional<at::ScalarType> t) {
-    return at::cuda::sum_out(o, s, d, k, t);
-  }
-  static at::Tensor& mean_out(at::Tensor& o, const at::Tensor& s, at::OptionalIntArrayRef d, bool k,
-                              std::optional<at::ScalarType> t) {
-    return at::cuda::mean_out(o, s, d, k, t);
-  }
-  static at::Tensor& amax_out(at::Tensor& o, const at::Tensor& s, at::IntArrayRef d, bool k) {
-    return at::cuda::amax_out(o, s, d, k);
-  }
-  static at::Tensor& amin_out(at::Tensor& o, const at::Tensor& s, at::IntArrayRef d, bool k) {
-    return at::cuda::amin_out(o, s, d, k);
+  static const TorchKernels& torch() {
+    static const TorchKernels k = TREDUCE_TORCH_KERNELS(at::cuda);
+    return k;
   }
 };
 #endif
@@ -139,49 +138,79 @@ template <class T>
 struct AtenKernels {
   static at::Tensor sum(const at::Tensor& self, std::optional<at::ScalarType> dtype) {
     if (take(ReduceOp::Sum, self, dtype)) return T::ours().sum(self, "auto", std::nullopt, false, dtype);
-    return T::sum(self, at::IntArrayRef{}, false, dtype);
+    return T::torch().sum(self, at::IntArrayRef{}, false, dtype);
   }
   static at::Tensor sum_dim(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
                             std::optional<at::ScalarType> dtype) {
     if (take(ReduceOp::Sum, self, dtype)) return T::ours().sum(self, "auto", dim, keepdim, dtype);
-    return T::sum(self, dim, keepdim, dtype);
+    return T::torch().sum(self, dim, keepdim, dtype);
   }
   static at::Tensor mean(const at::Tensor& self, std::optional<at::ScalarType> dtype) {
     if (take(ReduceOp::Mean, self, dtype)) return T::ours().mean(self, "auto", std::nullopt, false, dtype);
-    return T::mean(self, at::IntArrayRef{}, false, dtype);
+    return T::torch().mean(self, at::IntArrayRef{}, false, dtype);
   }
   static at::Tensor mean_dim(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
                              std::optional<at::ScalarType> dtype) {
     if (take(ReduceOp::Mean, self, dtype)) return T::ours().mean(self, "auto", dim, keepdim, dtype);
-    return T::mean(self, dim, keepdim, dtype);
+    return T::torch().mean(self, dim, keepdim, dtype);
   }
   static at::Tensor amax(const at::Tensor& self, at::IntArrayRef dim, bool keepdim) {
     if (take(ReduceOp::Max, self, std::nullopt)) return T::ours().amax(self, "auto", dim, keepdim);
-    return T::amax(self, dim, keepdim);
+    return T::torch().amax(self, dim, keepdim);
   }
   static at::Tensor amin(const at::Tensor& self, at::IntArrayRef dim, bool keepdim) {
     if (take(ReduceOp::Min, self, std::nullopt)) return T::ours().amin(self, "auto", dim, keepdim);
-    return T::amin(self, dim, keepdim);
+    return T::torch().amin(self, dim, keepdim);
+  }
+  // The statistics: aten's correction overloads (var(x, unbiased) and var.dim are torch's
+  // composites over them).
+  static at::Tensor var(const at::Tensor& self, Dims dim, const Correction& correction, bool keepdim) {
+    if (take(ReduceOp::Var, self, std::nullopt)) return T::ours().var(self, dim, correction, keepdim);
+    return T::torch().var(self, dim, correction, keepdim);
+  }
+  static at::Tensor std(const at::Tensor& self, Dims dim, const Correction& correction, bool keepdim) {
+    if (take(ReduceOp::Std, self, std::nullopt)) return T::ours().std(self, dim, correction, keepdim);
+    return T::torch().std(self, dim, correction, keepdim);
+  }
+  static std::tuple<at::Tensor, at::Tensor> var_mean(const at::Tensor& self, Dims dim, const Correction& correction,
+                                                     bool keepdim) {
+    if (take(ReduceOp::VarMean, self, std::nullopt)) return T::ours().var_mean(self, dim, correction, keepdim);
+    return T::torch().var_mean(self, dim, correction, keepdim);
+  }
+  static std::tuple<at::Tensor, at::Tensor> std_mean(const at::Tensor& self, Dims dim, const Correction& correction,
+                                                     bool keepdim) {
+    if (take(ReduceOp::StdMean, self, std::nullopt)) return T::ours().std_mean(self, dim, correction, keepdim);
+    return T::torch().std_mean(self, dim, correction, keepdim);
+  }
+  static at::Tensor& var_out(const at::Tensor& self, Dims dim, const Correction& correction, bool keepdim,
+                             at::Tensor& out) {
+    count_out_arg(ReduceOp::Var);
+    return T::torch().var_out(out, self, dim, correction, keepdim);
+  }
+  static at::Tensor& std_out(const at::Tensor& self, Dims dim, const Correction& correction, bool keepdim,
+                             at::Tensor& out) {
+    count_out_arg(ReduceOp::Std);
+    return T::torch().std_out(out, self, dim, correction, keepdim);
   }
   // out=: torch's kernel, counted (writing into a caller's tensor, with its resizing and dtype
   // rules, is not what the ops do).
   static at::Tensor& sum_out(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
                              std::optional<at::ScalarType> dtype, at::Tensor& out) {
     count_out_arg(ReduceOp::Sum);
-    return T::sum_out(out, self, dim, keepdim, dtype);
+    return T::torch().sum_out(out, self, dim, keepdim, dtype);
   }
   static at::Tensor& mean_out(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
                               std::optional<at::ScalarType> dtype, at::Tensor& out) {
     count_out_arg(ReduceOp::Mean);
-    return T::mean_out(out, self, dim, keepdim, dtype);
+    return T::torch().mean_out(out, self, dim, keepdim, dtype);
   }
   static at::Tensor& amax_out(const at::Tensor& self, at::IntArrayRef dim, bool keepdim, at::Tensor& out) {
     count_out_arg(ReduceOp::Max);
-    return T::amax_out(out, self, dim, keepdim);
+    return T::torch().amax_out(out, self, dim, keepdim);
   }
   static at::Tensor& amin_out(const at::Tensor& self, at::IntArrayRef dim, bool keepdim, at::Tensor& out) {
     count_out_arg(ReduceOp::Min);
-    return T::amin_out(out, self, dim, keepdim);
+    return T::torch().amin_out(out, self, dim, keepdim);
   }
 
   static std::unique_ptr<torch::Library> registered() {
@@ -196,6 +225,12 @@ struct AtenKernels {
     m->impl("amax.out", &amax_out);
     m->impl("amin", &amin);
     m->impl("amin.out", &amin_out);
+    m->impl("var.correction", &var);
+    m->impl("var.correction_out", &var_out);
+    m->impl("std.correction", &std);
+    m->impl("std.correction_out", &std_out);
+    m->impl("var_mean.correction", &var_mean);
+    m->impl("std_mean.correction", &std_mean);
     return m;
   }
 };
@@ -222,9 +257,9 @@ int64_t override_enter() {
   if (g_open == 0) {
     DropOverrideWarnings quiet(c10::WarningUtils::get_warning_handler());
     const c10::WarningUtils::WarningHandlerGuard guard(&quiet);
-    g_registrations.push_back(AtenKernels<CpuTorch>::registered());
+    g_registrations.push_back(AtenKernels<Cpu>::registered());
 #ifdef TREDUCE_WITH_CUDA
-    g_registrations.push_back(AtenKernels<CudaTorch>::registered());
+    g_registrations.push_back(AtenKernels<Cuda>::registered());
 #endif
   }
   return ++g_open;

@@ -1,4 +1,4 @@
-// Gradients of sum, mean, amax and amin, registered in C++ on the Autograd key: a Python
+// Gradients of sum, mean, amax, amin and the statistics, registered in C++ on the Autograd key: a Python
 // formula there would cost every call, gradient or not, a trip through the interpreter
 // (about 10 us, more than the kernel on small inputs). The backward passes are written with
 // differentiable ops, so double backward works, and the one reduction they need (the count of
@@ -8,6 +8,8 @@
 #include <torch/autograd.h>
 #include <torch/library.h>
 
+#include <limits>
+#include <tuple>
 #include <vector>
 
 #include "reduce_common.h"
@@ -120,6 +122,110 @@ class MinMaxFunction : public torch::autograd::Function<MinMaxFunction> {
   }
 };
 
+// var, std, var_mean and std_mean, below the Autograd key: the op's kernel; one or two results.
+variable_list var_below(ReduceOp op, const at::Tensor& self, at::OptionalIntArrayRef dim,
+                        const std::optional<at::Scalar>& correction, bool keepdim) {
+  at::AutoDispatchBelowADInplaceOrView below_autograd;
+  switch (op) {
+    case ReduceOp::Var: {
+      static const auto k = redispatch<VarSignature>("treduce::var");
+      return {k.call(self, dim, correction, keepdim)};
+    }
+    case ReduceOp::Std: {
+      static const auto k = redispatch<VarSignature>("treduce::std");
+      return {k.call(self, dim, correction, keepdim)};
+    }
+    case ReduceOp::VarMean: {
+      static const auto k = redispatch<VarMeanSignature>("treduce::var_mean");
+      auto [v, m] = k.call(self, dim, correction, keepdim);
+      return {v, m};
+    }
+    default: {
+      static const auto k = redispatch<VarMeanSignature>("treduce::std_mean");
+      auto [v, m] = k.call(self, dim, correction, keepdim);
+      return {v, m};
+    }
+  }
+}
+
+// The statistics' gradients, as torch's var_backward and std_backward (FunctionsManual.cpp):
+// var: 2 / (N - correction) * g * (x - mean); std: var's with g / (2 std), zero where std is
+// zero; the _mean forms add the mean's gradient, g / N. The mean is our own (differentiable).
+class VarFunction : public torch::autograd::Function<VarFunction> {
+ public:
+  static variable_list forward(AutogradContext* ctx, const at::Tensor& self, int64_t op,
+                               at::OptionalIntArrayRef dim, const std::optional<at::Scalar>& correction,
+                               bool keepdim) {
+    const auto kind = static_cast<ReduceOp>(op);
+    variable_list out = var_below(kind, self, dim, correction, keepdim);
+    const std::vector<int64_t> dims = reduced_dim_list(self.dim(), dim);
+    c10::SymInt count = 1;
+    for (const int64_t d : dims) count = count * self.sym_size(d);
+    ctx->saved_data["op"] = op;
+    ctx->saved_data["dims"] = dims;
+    ctx->saved_data["all"] = !dim.has_value() || self.dim() == 0;
+    ctx->saved_data["keepdim"] = keepdim;
+    ctx->saved_data["count"] = count;
+    ctx->saved_data["correction"] = correction ? correction->toDouble() : 1.0;
+    const bool is_std = kind == ReduceOp::Std || kind == ReduceOp::StdMean;
+    ctx->save_for_backward({self, is_std ? out[0] : at::Tensor()});
+    return out;
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const at::Tensor& self = saved[0];
+    const auto kind = static_cast<ReduceOp>(ctx->saved_data["op"].toInt());
+    const auto dims = ctx->saved_data["dims"].toIntVector();
+    const bool keepdim = ctx->saved_data["keepdim"].toBool();
+    const c10::SymInt count = ctx->saved_data["count"].toSymInt();
+    const double correction = ctx->saved_data["correction"].toDouble();
+    at::Tensor grad_self;
+    if (grads[0].defined()) {
+      at::Tensor g = grads[0];
+      if (kind == ReduceOp::Std || kind == ReduceOp::StdMean) {
+        const at::Tensor& result = saved[1];
+        g = (g / (result * 2)).masked_fill(result == 0, 0);
+      }
+      g = with_reduced_dims(g, dims, keepdim);
+      const at::Tensor centred = self - treduce::mean(self, dims, /*keepdim=*/true);
+      const c10::SymFloat dof = count - correction;
+      if (ctx->saved_data["all"].toBool() && dof <= c10::SymFloat(0.0)) {
+        // As torch: inf where the element differs from the mean, NaN where it equals it.
+        grad_self = g * at::where(centred == 0, std::numeric_limits<double>::quiet_NaN(),
+                                  std::numeric_limits<double>::infinity());
+      } else {
+        grad_self = g * c10::Scalar(c10::SymFloat(2.0) / dof) * centred;
+      }
+    }
+    if ((kind == ReduceOp::VarMean || kind == ReduceOp::StdMean) && grads[1].defined()) {
+      at::Tensor gm = with_reduced_dims(grads[1], dims, keepdim) / c10::Scalar(count);
+      gm = gm.expand_symint(self.sym_sizes());
+      grad_self = grad_self.defined() ? grad_self + gm : gm;
+    }
+    return {grad_self, at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
+  }
+};
+
+variable_list var_autograd(ReduceOp op, const at::Tensor& self, at::OptionalIntArrayRef dim,
+                           const std::optional<at::Scalar>& correction, bool keepdim) {
+  if (!records_grad(self)) return var_below(op, self, dim, correction, keepdim);
+  return VarFunction::apply(self, static_cast<int64_t>(op), dim, correction, keepdim);
+}
+
+template <ReduceOp kOp>
+at::Tensor var_one(const at::Tensor& self, at::OptionalIntArrayRef dim, const std::optional<at::Scalar>& correction,
+                   bool keepdim) {
+  return var_autograd(kOp, self, dim, correction, keepdim)[0];
+}
+
+template <ReduceOp kOp>
+std::tuple<at::Tensor, at::Tensor> var_two(const at::Tensor& self, at::OptionalIntArrayRef dim,
+                                           const std::optional<at::Scalar>& correction, bool keepdim) {
+  variable_list out = var_autograd(kOp, self, dim, correction, keepdim);
+  return {out[0], out[1]};
+}
+
 at::Tensor sum_autograd(const at::Tensor& self, c10::string_view variant, at::OptionalIntArrayRef dim,
                         bool keepdim, std::optional<at::ScalarType> dtype) {
   if (!records_grad(self)) return sum_or_mean_below(false, self, variant, dim, keepdim, dtype);
@@ -152,4 +258,8 @@ TORCH_LIBRARY_IMPL(treduce, Autograd, m) {
   m.impl("mean", &treduce::mean_autograd);
   m.impl("amax", &treduce::amax_autograd);
   m.impl("amin", &treduce::amin_autograd);
+  m.impl("var", &treduce::var_one<treduce::ReduceOp::Var>);
+  m.impl("std", &treduce::var_one<treduce::ReduceOp::Std>);
+  m.impl("var_mean", &treduce::var_two<treduce::ReduceOp::VarMean>);
+  m.impl("std_mean", &treduce::var_two<treduce::ReduceOp::StdMean>);
 }

@@ -9,8 +9,10 @@
 
 #if defined(__CUDACC__)
 #define TREDUCE_HOST_DEVICE __host__ __device__ __forceinline__
+#define TREDUCE_UNROLL _Pragma("unroll")
 #else
 #define TREDUCE_HOST_DEVICE inline
+#define TREDUCE_UNROLL
 #endif
 
 namespace treduce {

@@ -135,6 +135,10 @@ constexpr DType minmax_acc_dtype(DType in) {
   X(Bool, Bool) X(UInt8, UInt8) X(Int8, Int8) X(Int16, Int16) X(Int32, Int32) \
   X(Int64, Int64) X(Half, Float) X(BFloat16, Float) X(Float, Float) X(Double, Double)
 
+// The statistics (var, std and their _mean forms) take floating inputs and return their dtype;
+// on CUDA they accumulate in float, and float64 in double, as torch's CUDA kernels do.
+#define TREDUCE_VAR_COMBOS(X) X(Half, Float) X(BFloat16, Float) X(Float, Float) X(Double, Double)
+
 inline const char* dtype_name(DType t) {
   constexpr const char* kNames[kNumDTypes] = {
       "bool", "uint8", "int8", "int16", "int32", "int64",

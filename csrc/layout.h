@@ -9,7 +9,12 @@
 
 namespace treduce {
 
-enum class ReduceOp : int8_t { Sum, Mean, Max, Min };
+// The ops, as the host code tells them apart (names, type rules, counts). Var, Std, VarMean and
+// StdMean run one operator (VarOp), which differs only in what it stores.
+enum class ReduceOp : int8_t { Sum, Mean, Max, Min, Var, Std, VarMean, StdMean };
+inline constexpr int kNumReduceOps = 8;
+
+constexpr bool is_var_family(ReduceOp op) { return op >= ReduceOp::Var && op <= ReduceOp::StdMean; }
 
 // out[o * out_outer + i * out_inner] = reduce over r < reduced of
 //   x[o * in_outer + r * in_reduced + i * in_inner]

@@ -3,15 +3,18 @@
 #pragma once
 
 #include <ATen/core/Tensor.h>
+#include <c10/core/Scalar.h>
 #include <c10/core/ScalarType.h>
 #include <c10/util/OptionalArrayRef.h>
 #include <c10/util/string_view.h>
 
 #include <optional>
+#include <tuple>
 #include <vector>
 
 #include "dtype.h"
 #include "layout.h"
+#include "reduce_ops.h"
 #include "variant.h"
 
 namespace treduce {
@@ -22,16 +25,19 @@ inline constexpr at::ScalarType kScalarTypes[kNumDTypes] = {
 
 constexpr at::ScalarType to_scalar_type(DType t) { return kScalarTypes[static_cast<int>(t)]; }
 
-// One call of sum, mean, amax or amin, checked and planned.
+// One call of an op, checked and planned.
 struct Prepared {
   ReduceOp op;
-  SumTypes types;     // for amax/amin: in = mid = out, acc as minmax_acc_dtype
+  SumTypes types;     // amax/amin: in = mid = out, acc as minmax_acc_dtype; var family: in = mid
+                      // = out, acc float or double (CUDA's; the CPU accumulates in double)
   int variant = 0;    // index into the device's variant table
   bool is_auto = true;
   at::Tensor out;     // the result, allocated (contiguous)
   bool done = false;  // out is final already: it is empty, or nothing was reduced into it
   at::Tensor input;   // what the kernels read: self, or a copy with the reduced dims last
   Layout3 layout;     // input and out as (outer, reduced, inner); see layout.h
+  ProjectArgs project;  // what the op's projection reads (reduce_ops.h)
+  at::Tensor out2;    // var_mean / std_mean: the mean (same shape and dtype as out)
 };
 
 // Checks the arguments exactly as torch does for its own op (dims, dtypes, empty inputs),
@@ -41,6 +47,10 @@ Prepared prepare_reduce(ReduceOp op, const at::Tensor& self, c10::string_view va
                         at::OptionalIntArrayRef dim, bool keepdim,
                         std::optional<at::ScalarType> dtype);
 
+// var, std, var_mean and std_mean: torch's checks and warning, the correction (default 1).
+Prepared prepare_var(ReduceOp op, const at::Tensor& self, at::OptionalIntArrayRef dim,
+                     const std::optional<at::Scalar>& correction, bool keepdim);
+
 const char* op_name(ReduceOp op);
 
 // One device's kernels of the four ops, as TORCH_LIBRARY_IMPL registers them: for callers that
@@ -48,9 +58,15 @@ const char* op_name(ReduceOp op);
 using SumKernel = at::Tensor (*)(const at::Tensor&, c10::string_view, at::OptionalIntArrayRef, bool,
                                  std::optional<at::ScalarType>);
 using ExtremumKernel = at::Tensor (*)(const at::Tensor&, c10::string_view, at::OptionalIntArrayRef, bool);
+using VarKernel = at::Tensor (*)(const at::Tensor&, at::OptionalIntArrayRef, const std::optional<at::Scalar>&,
+                                 bool);
+using VarMeanKernel = std::tuple<at::Tensor, at::Tensor> (*)(const at::Tensor&, at::OptionalIntArrayRef,
+                                                             const std::optional<at::Scalar>&, bool);
 struct DeviceKernels {
   SumKernel sum, mean;
   ExtremumKernel amax, amin;
+  VarKernel var, std;
+  VarMeanKernel var_mean, std_mean;
 };
 DeviceKernels cpu_kernels();
 DeviceKernels cuda_kernels();  // only in a build with CUDA

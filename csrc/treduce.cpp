@@ -60,7 +60,7 @@ std::vector<std::string> variants_op(c10::string_view device) {
 }  // namespace
 
 const char* op_name(ReduceOp op) {
-  constexpr const char* kNames[] = {"sum", "mean", "amax", "amin"};
+  constexpr const char* kNames[kNumReduceOps] = {"sum", "mean", "amax", "amin", "var", "std", "var_mean", "std_mean"};
   return kNames[static_cast<int>(op)];
 }
 
@@ -92,6 +92,10 @@ bool mean_dtype_error_is_not_implemented() {
 SumTypes plan_types(ReduceOp op, DType in, std::optional<at::ScalarType> dtype) {
   const char* name = op_name(op);
   if (op == ReduceOp::Max || op == ReduceOp::Min) return {in, in, minmax_acc_dtype(in), in};
+  if (is_var_family(op)) {
+    TORCH_CHECK(!is_integral(in), "std and var only support floating point and complex dtypes");
+    return {in, in, in == DType::Double ? DType::Double : DType::Float, in};
+  }
   const DType out = dtype ? to_dtype(op, *dtype, "dtype=") : default_sum_dtype(in);  // TypeError first
   if (op == ReduceOp::Mean) {
     // torch.mean's own wording and exception type.
@@ -154,30 +158,19 @@ std::vector<bool> reduced_dims(int64_t ndim, at::OptionalIntArrayRef dim) {
   return reduced;
 }
 
-Prepared prepare_reduce(ReduceOp op, const at::Tensor& self, c10::string_view variant,
-                        at::OptionalIntArrayRef dim, bool keepdim,
-                        std::optional<at::ScalarType> dtype) {
-  const char* name = op_name(op);
-  TORCH_CHECK(self.device().is_cpu() || self.device().is_cuda(), "treduce.", name,
-              ": expected a CPU or CUDA tensor, got one on ", self.device());
-  Prepared p;
-  p.op = op;
-  p.types = plan_types(op, to_dtype(op, self.scalar_type(), "input dtype"), dtype);
-  p.variant = lookup_variant(op, self.device().type(), variant);
-  p.is_auto = variant == "auto";
+namespace {
 
+// The result's shape, its allocation and the layout of the input, for every op.
+void plan_layout(Prepared& p, const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim) {
+  const char* name = op_name(p.op);
   const int64_t ndim = self.dim();
   const std::vector<bool> reduced = reduced_dims(ndim, dim);
   std::vector<int64_t> shape;
-  bool full = true;  // every dim of size > 1 reduced: one result
   for (int64_t i = 0; i < ndim; ++i) {
     if (!reduced[i]) shape.push_back(self.size(i));
     else if (keepdim) shape.push_back(1);
-    full = full && (reduced[i] || self.size(i) == 1);
   }
-  TORCH_CHECK_VALUE(p.is_auto || full, "treduce.sum: variant '", variant,
-                    "' reduces whole tensors only; 'auto' reduces over dims");
-  if ((op == ReduceOp::Max || op == ReduceOp::Min) && self.numel() == 0) {
+  if ((p.op == ReduceOp::Max || p.op == ReduceOp::Min) && self.numel() == 0) {
     // As torch: no identity to return.
     TORCH_CHECK(dim && !dim->empty(), name,
                 "(): Expected reduction dim to be specified for input.numel() == 0. Specify the "
@@ -187,16 +180,22 @@ Prepared prepare_reduce(ReduceOp op, const at::Tensor& self, c10::string_view va
                                                               std::to_string(i) + " to have non-zero size.");
   }
 
-  p.out = at::empty(shape, self.options().dtype(to_scalar_type(p.types.out)));
+  const at::TensorOptions options = self.options().dtype(to_scalar_type(p.types.out));
+  p.out = at::empty(shape, options);
+  if (p.op == ReduceOp::VarMean || p.op == ReduceOp::StdMean) p.out2 = at::empty(shape, options);
   if (p.out.numel() == 0) {
     p.done = true;
-    return p;
+    return;
   }
   if (self.numel() == 0) {  // a reduced dim of size 0: the op's value for no elements
-    if (op == ReduceOp::Mean) p.out.fill_(std::numeric_limits<double>::quiet_NaN());
-    else p.out.zero_();
+    if (p.op == ReduceOp::Mean || is_var_family(p.op)) {
+      p.out.fill_(std::numeric_limits<double>::quiet_NaN());
+      if (p.out2.defined()) p.out2.fill_(std::numeric_limits<double>::quiet_NaN());
+    } else {
+      p.out.zero_();
+    }
     p.done = true;
-    return p;
+    return;
   }
 
   p.input = self;
@@ -215,6 +214,34 @@ Prepared prepare_reduce(ReduceOp op, const at::Tensor& self, c10::string_view va
     const bool folded = fold_layout(dim_infos(p.input, permuted_reduced), &p.layout);
     TORCH_INTERNAL_ASSERT(folded, "a contiguous [kept][reduced] tensor must fold");
   }
+}
+
+void check_device(ReduceOp op, const at::Tensor& self) {
+  TORCH_CHECK(self.device().is_cpu() || self.device().is_cuda(), "treduce.", op_name(op),
+              ": expected a CPU or CUDA tensor, got one on ", self.device());
+}
+
+}  // namespace
+
+Prepared prepare_reduce(ReduceOp op, const at::Tensor& self, c10::string_view variant,
+                        at::OptionalIntArrayRef dim, bool keepdim,
+                        std::optional<at::ScalarType> dtype) {
+  check_device(op, self);
+  Prepared p;
+  p.op = op;
+  p.types = plan_types(op, to_dtype(op, self.scalar_type(), "input dtype"), dtype);
+  p.variant = lookup_variant(op, self.device().type(), variant);
+  p.is_auto = variant == "auto";
+  if (!p.is_auto) {
+    const std::vector<bool> reduced = reduced_dims(self.dim(), dim);
+    bool full = true;  // every dim of size > 1 reduced: one result
+    for (int64_t i = 0; i < self.dim(); ++i) full = full && (reduced[i] || self.size(i) == 1);
+    TORCH_CHECK_VALUE(full, "treduce.sum: variant '", variant,
+                      "' reduces whole tensors only; 'auto' reduces over dims");
+  }
+  plan_layout(p, self, dim, keepdim);
+  if (p.done) return p;
+  if (op == ReduceOp::Mean) p.project.count = p.layout.reduced;
   if (!p.is_auto && !p.layout.is_full_contiguous()) {
     // The ladder variants read one dense run of memory.
     p.input = self.contiguous();
@@ -222,6 +249,28 @@ Prepared prepare_reduce(ReduceOp op, const at::Tensor& self, c10::string_view va
     p.layout.reduced = self.numel();
     p.layout.in_reduced = 1;
   }
+  return p;
+}
+
+Prepared prepare_var(ReduceOp op, const at::Tensor& self, at::OptionalIntArrayRef dim,
+                     const std::optional<at::Scalar>& correction, bool keepdim) {
+  check_device(op, self);
+  Prepared p;
+  p.op = op;
+  p.types = plan_types(op, to_dtype(op, self.scalar_type(), "input dtype"), std::nullopt);
+  p.variant = lookup_variant(op, self.device().type(), "auto");
+  const double c = correction ? correction->toDouble() : 1.0;
+  plan_layout(p, self, dim, keepdim);
+  // torch's warning, with torch's count: input elements per result (0 when there is no result).
+  const int64_t results = p.out.numel();
+  const int64_t count = results == 0 ? 0 : self.numel() / results;
+  if (double(count) - c <= 0) {
+    TORCH_WARN(op_name(op), "(): degrees of freedom is <= 0. Correction should be strictly less than the "
+               "reduction factor (input numel divided by output numel).");
+  }
+  p.project.count = count;
+  p.project.scalar = c;
+  p.project.root = op == ReduceOp::Std || op == ReduceOp::StdMean;
   return p;
 }
 
@@ -256,6 +305,37 @@ at::Tensor amin(const at::Tensor& x, at::OptionalIntArrayRef dim, bool keepdim) 
   return op.call(x, "auto", dim, keepdim);
 }
 
+namespace {
+template <class Signature>
+c10::TypedOperatorHandle<Signature> op_handle(const char* name) {
+  return c10::Dispatcher::singleton().findSchemaOrThrow(name, "").typed<Signature>();
+}
+}  // namespace
+
+at::Tensor var(const at::Tensor& x, at::OptionalIntArrayRef dim, const std::optional<at::Scalar>& correction,
+               bool keepdim) {
+  static const auto op = op_handle<VarSignature>("treduce::var");
+  return op.call(x, dim, correction, keepdim);
+}
+
+at::Tensor std(const at::Tensor& x, at::OptionalIntArrayRef dim, const std::optional<at::Scalar>& correction,
+               bool keepdim) {
+  static const auto op = op_handle<VarSignature>("treduce::std");
+  return op.call(x, dim, correction, keepdim);
+}
+
+std::tuple<at::Tensor, at::Tensor> var_mean(const at::Tensor& x, at::OptionalIntArrayRef dim,
+                                            const std::optional<at::Scalar>& correction, bool keepdim) {
+  static const auto op = op_handle<VarMeanSignature>("treduce::var_mean");
+  return op.call(x, dim, correction, keepdim);
+}
+
+std::tuple<at::Tensor, at::Tensor> std_mean(const at::Tensor& x, at::OptionalIntArrayRef dim,
+                                            const std::optional<at::Scalar>& correction, bool keepdim) {
+  static const auto op = op_handle<VarMeanSignature>("treduce::std_mean");
+  return op.call(x, dim, correction, keepdim);
+}
+
 #ifndef TREDUCE_WITH_CUDA
 VariantTable cuda_variants() { return {nullptr, 0}; }
 #endif
@@ -270,6 +350,14 @@ TORCH_LIBRARY(treduce, m) {
         "ScalarType? dtype=None) -> Tensor");
   m.def("amax(Tensor self, str variant=\"auto\", int[1]? dim=None, bool keepdim=False) -> Tensor");
   m.def("amin(Tensor self, str variant=\"auto\", int[1]? dim=None, bool keepdim=False) -> Tensor");
+  // The statistics take what aten's correction overloads take, in the same order (no variant:
+  // they run `auto`). Scalar correction: an int or a float, as torch's.
+  m.def("var(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False) -> Tensor");
+  m.def("std(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False) -> Tensor");
+  m.def("var_mean(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False) -> "
+        "(Tensor, Tensor)");
+  m.def("std_mean(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False) -> "
+        "(Tensor, Tensor)");
   m.def("variants(str device) -> str[]", &treduce::variants_op);
   // Diagnostic, for the benchmark (CUDA only): reads every byte of a contiguous tensor and
   // nothing else. The result is meaningless; the time is the memory's read bandwidth.

@@ -3,12 +3,14 @@
 #pragma once
 
 #include <ATen/core/Tensor.h>
+#include <c10/core/Scalar.h>
 #include <c10/core/ScalarType.h>
 #include <c10/util/OptionalArrayRef.h>
 #include <c10/util/string_view.h>
 
 #include <optional>
 #include <string_view>
+#include <tuple>
 
 namespace treduce {
 
@@ -16,6 +18,10 @@ namespace treduce {
 using SumSignature = at::Tensor(const at::Tensor&, c10::string_view, at::OptionalIntArrayRef, bool,
                                 std::optional<at::ScalarType>);
 using MinMaxSignature = at::Tensor(const at::Tensor&, c10::string_view, at::OptionalIntArrayRef, bool);
+// var and std, var_mean and std_mean: aten's correction overloads.
+using VarSignature = at::Tensor(const at::Tensor&, at::OptionalIntArrayRef, const std::optional<at::Scalar>&, bool);
+using VarMeanSignature = std::tuple<at::Tensor, at::Tensor>(const at::Tensor&, at::OptionalIntArrayRef,
+                                                            const std::optional<at::Scalar>&, bool);
 
 // torch.sum(x, dim, keepdim, dtype=dtype), computed by the named variant on x's device (see
 // torch_reduce.variants() or the README). dim: nullopt or {} reduces every dim; variants other
@@ -29,5 +35,18 @@ at::Tensor mean(const at::Tensor& x, at::OptionalIntArrayRef dim = std::nullopt,
                 std::optional<at::ScalarType> dtype = std::nullopt);
 at::Tensor amax(const at::Tensor& x, at::OptionalIntArrayRef dim = std::nullopt, bool keepdim = false);
 at::Tensor amin(const at::Tensor& x, at::OptionalIntArrayRef dim = std::nullopt, bool keepdim = false);
+
+// torch.var, torch.std, torch.var_mean and torch.std_mean with a correction (default 1), by
+// "auto": Welford's method, one read of the input.
+at::Tensor var(const at::Tensor& x, at::OptionalIntArrayRef dim = std::nullopt,
+               const std::optional<at::Scalar>& correction = std::nullopt, bool keepdim = false);
+at::Tensor std(const at::Tensor& x, at::OptionalIntArrayRef dim = std::nullopt,
+               const std::optional<at::Scalar>& correction = std::nullopt, bool keepdim = false);
+std::tuple<at::Tensor, at::Tensor> var_mean(const at::Tensor& x, at::OptionalIntArrayRef dim = std::nullopt,
+                                            const std::optional<at::Scalar>& correction = std::nullopt,
+                                            bool keepdim = false);
+std::tuple<at::Tensor, at::Tensor> std_mean(const at::Tensor& x, at::OptionalIntArrayRef dim = std::nullopt,
+                                            const std::optional<at::Scalar>& correction = std::nullopt,
+                                            bool keepdim = false);
 
 }  // namespace treduce

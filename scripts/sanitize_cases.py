@@ -3,7 +3,7 @@ scripts/gpu_check.sh runs under compute-sanitizer (memcheck, racecheck, syncchec
 
 Sizes cover one block, several blocks, and enough blocks for the partials to need two more levels;
 auto also from misaligned starts.
-Then auto over dims, for every op: each kernel of kernels/dims.cuh (teams per row, row segments
+Then auto over dims, for every op (the statistics too): each kernel of kernels/dims.cuh (teams per row, row segments
 with their combine, columns with and without splits, vector and element loads, strided views).
 Exits non-zero if any result is wrong.
 """
@@ -100,6 +100,24 @@ def main() -> int:
                 checked += 1
                 # Small integers: exact except for mean's division and bfloat16 rounding.
                 ok = torch.allclose(got.cpu().double(), want.double(), rtol=1e-2, atol=1e-3)
+                if not ok:
+                    failures += 1
+                    print(f"WRONG {op} {name} {dtype} dim={dims}")
+    # The statistics (a struct accumulator: Welford's): every dims path, and full reductions of
+    # every size from aligned and misaligned starts.
+    stat_inputs = [(name, make, dims) for name, make, dims in DIMS_CASES]
+    stat_inputs += [(f"n={n} offset={o}", (lambda d, n=n, o=o: _small_ints((n + o,), d)[o:]), None)
+                    for n in SIZES[1:] + SHORT_SIZES for o in (0, 1)]
+    for name, make, dims in stat_inputs:
+        for dtype in (torch.float32, torch.bfloat16, torch.float64):
+            x = make(dtype)
+            for op in ("var", "std_mean"):
+                got = getattr(torch_reduce, op)(x, dims)
+                want = getattr(torch, op)(x.cpu().double(), dims)
+                got, want = (got if isinstance(got, tuple) else (got,)), (want if isinstance(want, tuple) else (want,))
+                checked += 1
+                ok = all(torch.allclose(g.cpu().double(), w, rtol=1e-2, atol=1e-3, equal_nan=True)
+                         for g, w in zip(got, want))
                 if not ok:
                     failures += 1
                     print(f"WRONG {op} {name} {dtype} dim={dims}")

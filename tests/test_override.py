@@ -69,6 +69,17 @@ ROUTED = [
     ("x.amin(2)", "amin"),
     ("torch.amin(x, [1, 0], True)", "amin"),
     ("b.amin(dim=1, keepdim=True)", "amin"),
+    ("torch.var(x)", "var"),
+    ("x.var(1)", "var"),
+    ("torch.var(x, False)", "var"),
+    ("x.var(2, False, True)", "var"),
+    ("torch.var(x, dim=(0, 2), correction=0.5, keepdim=True)", "var"),
+    ("torch.std(x)", "std"),
+    ("x.std(-1, unbiased=False)", "std"),
+    ("torch.std(input=x, dim=[1], correction=2)", "std"),
+    ("torch.var_mean(x, 1)", "var_mean"),
+    ("torch.var_mean(x, unbiased=False)", "var_mean"),
+    ("torch.std_mean(x, dim=[0, 2], keepdim=True, correction=0)", "std_mean"),
 ]
 
 ROUTED_TOO = "routed"  # a fallback of the Python mode that the dispatcher mode routes
@@ -86,6 +97,9 @@ FALLBACKS = [
     fallback("torch.mean(x, (0, 1), out=out)", "mean", "out=", "out="),
     fallback("torch.amax(x, 1, out=out)", "amax", "out=", "out="),
     fallback("torch.amin(x, 2, True, out=out)", "amin", "out=", "out="),
+    fallback("torch.var(x, 1, out=out)", "var", "out=", "out="),
+    fallback("torch.std(x, (0, 1), correction=0, out=out)", "std", "out=", "out="),
+    fallback("torch.var(c, 1)", "var", "input dtype", "input dtype"),
     fallback("n.sum('C')", "sum", "named dim", "named tensor", needs_named_tensors),
     fallback("n.mean(['A', 'C'], keepdim=True)", "mean", "named dim", "named tensor", needs_named_tensors),
     fallback("n.sum(1)", "sum", "named tensor", "named tensor", needs_named_tensors),
@@ -106,6 +120,11 @@ FALLBACKS = [
 
 def assert_same(got, expected, seed):
     assert type(got) is type(expected), f"seed {seed}"
+    if isinstance(expected, tuple):  # var_mean, std_mean
+        assert len(got) == len(expected)
+        for g, e in zip(got, expected):
+            assert_same(g, e, seed)
+        return
     if NAMED_TENSORS:
         assert got.names == expected.names, f"seed {seed}"
     if expected.device.type == "meta":

@@ -61,10 +61,12 @@ def _load_ops_library() -> dict:
 
 _BUILD_INFO = _load_ops_library()
 
-from .ops import SUPPORTED_DTYPES, Variant, amax, amin, mean, result_dtype, sum, variants  # noqa: E402
+from .ops import (  # noqa: E402
+    SUPPORTED_DTYPES, Variant, amax, amin, mean, result_dtype, std, std_mean, sum, var, var_mean, variants,
+)
 from .override import override  # noqa: E402
 
 __all__ = [
     "SUPPORTED_DTYPES", "Variant", "__version__", "amax", "amin", "build_info", "mean", "override",
-    "result_dtype", "sum", "variants",
+    "result_dtype", "std", "std_mean", "sum", "var", "var_mean", "variants",
 ]

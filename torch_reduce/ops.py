@@ -26,6 +26,10 @@ _SUM = torch.ops.treduce.sum.default
 _MEAN = torch.ops.treduce.mean.default
 _AMAX = torch.ops.treduce.amax.default
 _AMIN = torch.ops.treduce.amin.default
+_VAR = torch.ops.treduce.var.default
+_STD = torch.ops.treduce.std.default
+_VAR_MEAN = torch.ops.treduce.var_mean.default
+_STD_MEAN = torch.ops.treduce.std_mean.default
 
 
 class Variant(NamedTuple):
@@ -95,6 +99,52 @@ def amin(x: torch.Tensor, dim: Dims = None, keepdim: bool = False, *, variant: s
     return _call(_AMIN, x, variant, dim, keepdim)
 
 
+def _correction(name: str, dim, unbiased, correction):
+    """torch's overloads of var and std: (x, dim=None, *, correction=1), (x, dim, unbiased) and
+    (x, unbiased); returns (dim, correction)."""
+    if isinstance(dim, bool):  # var(x, unbiased)
+        if unbiased is not None:
+            raise TypeError(f"{name}() received an invalid combination of arguments: unbiased given twice")
+        dim, unbiased = None, dim
+    if unbiased is not None:
+        if correction is not None:
+            raise TypeError(f"{name}() received an invalid combination of arguments: both correction and unbiased")
+        correction = 1 if unbiased else 0
+    return _dim_list(dim), correction
+
+
+def _stat_call(op, name, x, dim, unbiased, keepdim, correction):
+    dim, correction = _correction(name, dim, unbiased, correction)
+    if correction is None and not keepdim:
+        return op(x, dim)
+    return op(x, dim, correction=correction, keepdim=keepdim)
+
+
+def var(x: torch.Tensor, dim: Dims | bool = None, unbiased: bool | None = None, keepdim: bool = False, *,
+        correction: int | float | None = None) -> torch.Tensor:
+    """``torch.var``: ``var(x, dim, correction=1, keepdim)``, also ``var(x, dim, unbiased, keepdim)``
+    and ``var(x, unbiased)``. Welford's method: one read of the input."""
+    return _stat_call(_VAR, "var", x, dim, unbiased, keepdim, correction)
+
+
+def std(x: torch.Tensor, dim: Dims | bool = None, unbiased: bool | None = None, keepdim: bool = False, *,
+        correction: int | float | None = None) -> torch.Tensor:
+    """``torch.std``, with the arguments of :func:`var`."""
+    return _stat_call(_STD, "std", x, dim, unbiased, keepdim, correction)
+
+
+def var_mean(x: torch.Tensor, dim: Dims | bool = None, unbiased: bool | None = None, keepdim: bool = False, *,
+             correction: int | float | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """``torch.var_mean``: (var, mean) from one read of the input."""
+    return _stat_call(_VAR_MEAN, "var_mean", x, dim, unbiased, keepdim, correction)
+
+
+def std_mean(x: torch.Tensor, dim: Dims | bool = None, unbiased: bool | None = None, keepdim: bool = False, *,
+             correction: int | float | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """``torch.std_mean``: (std, mean) from one read of the input."""
+    return _stat_call(_STD_MEAN, "std_mean", x, dim, unbiased, keepdim, correction)
+
+
 def variants(device: str | torch.device = "cuda") -> list[Variant]:
     """The variants that tensors on ``device`` ('cpu' or 'cuda') can use, in ladder order.
 
@@ -137,3 +187,18 @@ def _amax_fake(x, variant="auto", dim=None, keepdim=False):
 @torch.library.register_fake("treduce::amin")
 def _amin_fake(x, variant="auto", dim=None, keepdim=False):
     return x.new_empty(_reduced_shape(x, dim, keepdim))
+
+
+def _stat_fake(x, dim=None, *, correction=None, keepdim=False):
+    return x.new_empty(_reduced_shape(x, dim, keepdim))
+
+
+def _stat_pair_fake(x, dim=None, *, correction=None, keepdim=False):
+    shape = _reduced_shape(x, dim, keepdim)
+    return x.new_empty(shape), x.new_empty(shape)
+
+
+for _name in ("var", "std"):
+    torch.library.register_fake(f"treduce::{_name}")(_stat_fake)
+for _name in ("var_mean", "std_mean"):
+    torch.library.register_fake(f"treduce::{_name}")(_stat_pair_fake)

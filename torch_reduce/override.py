@@ -6,10 +6,12 @@
     print(ov.routed, ov.fallback, ov.fallback_reasons)
 
 Two modes. Counts: ov.routed and ov.fallback count calls by function ("sum", "mean", "amax",
-"amin"), ov.fallback_reasons by reason.
+"amin", "var", "std", "var_mean", "std_mean"), ov.fallback_reasons by reason.
 
 mode="dispatcher" (the default): while a block is open, torch_reduce's kernels are aten's CPU and
-CUDA kernels of sum, sum.dim_IntList, mean, mean.dim, amax and amin (csrc/aten_override.cpp).
+CUDA kernels of sum, sum.dim_IntList, mean, mean.dim, amax, amin and the correction overloads of
+var, std, var_mean and std_mean (csrc/aten_override.cpp; torch.var(x, unbiased) and the other
+overloads are torch's composites over these).
 Every caller reaches them, C++ callers included (autograd's reductions, at::sum in other
 extensions), with no Python on the way, so the rest of the model runs at its usual speed. They
 sit below autograd, autocast, torch.func and tensor subclasses, which keep torch's own rules.
@@ -23,9 +25,9 @@ other thread is inside a reduction, as for any change to the dispatcher's tables
 torch.compile a compiled graph keeps inductor's own reductions, which fuse with the ops around
 them (only an aten call that inductor leaves to eager code reaches torch_reduce).
 
-mode="python": a TorchFunctionMode. torch.sum, torch.mean, torch.amax, torch.amin and the
-Tensor methods of the same names go to torch_reduce.sum/mean/amax/amin ("auto"), with the same
-dim, keepdim and dtype; every torch call passes through one Python function, which costs eager
+mode="python": a TorchFunctionMode. torch.sum, torch.mean, torch.amax, torch.amin, torch.var,
+torch.std, torch.var_mean, torch.std_mean and the Tensor methods of the same names go to the
+torch_reduce functions of the same names ("auto"), with the same arguments; every torch call passes through one Python function, which costs eager
 code a few microseconds a call, and calls made inside torch (C++) are not seen. A call the ops do
 not take (out=, named dims or tensors, a dtype outside SUPPORTED_DTYPES, a device other than
 cpu/cuda, a tensor subclass, a sparse or nested tensor, an argument the ops lack such as axis=,
@@ -56,13 +58,21 @@ _ROUTES = {
     torch.mean: "mean", torch.Tensor.mean: "mean",
     torch.amax: "amax", torch.Tensor.amax: "amax",
     torch.amin: "amin", torch.Tensor.amin: "amin",
+    torch.var: "var", torch.Tensor.var: "var",
+    torch.std: "std", torch.Tensor.std: "std",
+    torch.var_mean: "var_mean",
+    torch.std_mean: "std_mean",
 }
-# The positional parameters all four share, and the keywords each takes.
-_POSITIONAL = ("input", "dim", "keepdim")
-_KEYWORDS = {
-    "sum": ("input", "dim", "keepdim", "dtype"), "mean": ("input", "dim", "keepdim", "dtype"),
-    "amax": ("input", "dim", "keepdim"), "amin": ("input", "dim", "keepdim"),
+# Each wrapper's positional parameters (as torch's function has them) and its keyword-only ones;
+# both go to the wrapper by name.
+_REDUCE = (("input", "dim", "keepdim"), ())
+_STATS = (("input", "dim", "unbiased", "keepdim"), ("correction",))
+_SIGNATURES = {
+    "sum": (_REDUCE[0], ("dtype",)), "mean": (_REDUCE[0], ("dtype",)), "amax": _REDUCE, "amin": _REDUCE,
+    "var": _STATS, "std": _STATS, "var_mean": _STATS, "std_mean": _STATS,
 }
+# Autocast may run these in float32 (CUDA's does for aten::sum); a custom op gets no such cast.
+_AUTOCAST_FP32 = frozenset({"sum"})
 
 # The active overrides of this thread, innermost last (torch's mode stack is per thread too).
 _local = threading.local()
@@ -91,19 +101,25 @@ _count._dynamo_marked_constant = True
 
 
 def _parse(name: str, args: tuple, kwargs: dict):
-    """(x, dim, keepdim, dtype) for a call torch_reduce takes as torch does, else why not (a str)."""
+    """(x, the wrapper's other arguments by name) for a call torch_reduce takes as torch does, else
+    why not (a str)."""
     if "out" in kwargs:
         return "out="
-    # More positionals than (input, dim, keepdim), a keyword the op lacks (axis=, keepdims=, ...)
-    # or one given twice: torch either raises or knows an alias, so it gets the call.
-    if len(args) > 3 or any(k not in _KEYWORDS[name] or k in _POSITIONAL[: len(args)] for k in kwargs):
+    positional, keyword_only = _SIGNATURES[name]
+    # More positionals than the function has, a keyword it lacks (axis=, keepdims=, ...) or one
+    # given twice: torch either raises or knows an alias, so it gets the call.
+    if len(args) > len(positional) or any(
+        k not in positional + keyword_only or k in positional[: len(args)] for k in kwargs
+    ):
         return "arguments"
-    call = dict(zip(_POSITIONAL, args))
+    call = dict(zip(positional, args))
     call.update(kwargs)
-    x, dim = call.get("input"), call.get("dim")
-    keepdim, dtype = call.get("keepdim", False), call.get("dtype")
+    x = call.pop("input", None)
+    dim, keepdim = call.get("dim"), call.get("keepdim", False)
     if "keepdim" in call and "dim" not in call and name in ("sum", "mean"):
         return "arguments"  # torch.sum(x, keepdim=True) is a TypeError
+    if "unbiased" in positional and type(dim) is bool and "unbiased" not in call:
+        call["unbiased"], dim = call.pop("dim"), None  # torch.var(x, unbiased)
     if type(x) is not torch.Tensor and type(x) is not torch.nn.Parameter:
         return "tensor type"  # subclasses keep their own __torch_function__
     dims = () if dim is None else dim if isinstance(dim, (list, tuple)) else (dim,)
@@ -111,9 +127,13 @@ def _parse(name: str, args: tuple, kwargs: dict):
         return "named dim"
     if any(type(d) is not int for d in dims) or type(keepdim) is not bool:
         return "arguments"  # bool, float or tensor dims: torch's errors or conversions
+    if call.get("unbiased") is not None and type(call["unbiased"]) is not bool:
+        return "arguments"
+    if type(call.get("correction", 0)) not in (int, float) or ("unbiased" in call and "correction" in call):
+        return "arguments"
     if x.dtype not in ops.SUPPORTED_DTYPES:
         return "input dtype"
-    if dtype is not None and dtype not in ops.SUPPORTED_DTYPES:
+    if call.get("dtype") is not None and call["dtype"] not in ops.SUPPORTED_DTYPES:
         return "dtype="
     if x.device.type not in ("cpu", "cuda"):
         return "device"
@@ -123,13 +143,16 @@ def _parse(name: str, args: tuple, kwargs: dict):
     # has_names.)
     if _NAMED_TENSORS and not torch.compiler.is_compiling() and x.has_names():
         return "named tensor"
-    # Autocast may run aten::sum in float32 (CUDA's does); a custom op gets no such cast.
-    if name == "sum" and torch.is_autocast_enabled(x.device.type):
+    if name in _AUTOCAST_FP32 and torch.is_autocast_enabled(x.device.type):
         return "autocast"
     # The ops' autograd is a C++ Function: no forward-mode rule, and torch.func refuses it.
     if torch._C._are_functorch_transforms_active() or torch.autograd.forward_ad._current_level >= 0:
         return "torch.func"
-    return x, dim, keepdim, dtype
+    if dim is None:
+        call.pop("dim", None)
+    else:
+        call["dim"] = dim
+    return x, call
 
 
 class Override(TorchFunctionMode):
@@ -163,10 +186,8 @@ class Override(TorchFunctionMode):
             _count("fallback", name, parsed)
             return func(*args, **kwargs)
         _count("routed", name, "")
-        x, dim, keepdim, dtype = parsed
-        if name in ("sum", "mean"):
-            return getattr(ops, name)(x, dim, keepdim, dtype=dtype)
-        return getattr(ops, name)(x, dim, keepdim)
+        x, call = parsed
+        return getattr(ops, name)(x, **call)
 
 
 _OUTCOME_ROUTED = "routed"
@@ -210,28 +231,28 @@ class DispatcherOverride:
     def routed(self) -> collections.Counter:
         return collections.Counter({name: n for (name, outcome), n in self._delta().items() if outcome == _OUTCOME_ROUTED})
 
-    @property
-    def fallback(self) -> collections.Counter:
+    def _fallbacks_by(self, key: int) -> collections.Counter:
+        """Calls left to torch, by function (key 0) or by reason (key 1)."""
         out = collections.Counter()
-        for (name, outcome), n in self._delta().items():
-            if outcome != _OUTCOME_ROUTED:
-                out[name] += n
+        for pair, n in self._delta().items():
+            if pair[1] != _OUTCOME_ROUTED:
+                out[pair[key]] += n
         return out
 
     @property
+    def fallback(self) -> collections.Counter:
+        return self._fallbacks_by(0)
+
+    @property
     def fallback_reasons(self) -> collections.Counter:
-        out = collections.Counter()
-        for (_, outcome), n in self._delta().items():
-            if outcome != _OUTCOME_ROUTED:
-                out[outcome] += n
-        return out
+        return self._fallbacks_by(1)
 
 
 MODES = ("dispatcher", "python")
 
 
 def override(mode: str = "dispatcher"):
-    """A context manager that routes torch's sum/mean/amax/amin to torch_reduce while it is open:
+    """A context manager that routes torch's reductions to torch_reduce while it is open:
     at the dispatcher (the default) or as a Python TorchFunctionMode (``mode="python"``); see the
     module docstring for what each sees and costs."""
     if mode == "dispatcher":

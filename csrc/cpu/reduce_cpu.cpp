@@ -112,19 +112,19 @@ constexpr int64_t kChunk = int64_t(1) << 16;
 template <class In, class Mid, class Op>
 typename Op::acc_t chunk_reduce(const In* x, int64_t n, int64_t stride) {
   using Acc = typename Op::acc_t;
+  using L = Load<In, Mid, typename Op::value_t>;
   constexpr int kLanes = 16;
   Acc lane[kLanes];
   for (Acc& l : lane) l = Op::identity();
   int64_t i = 0;
   if (stride == 1) {
     for (; i + kLanes <= n; i += kLanes)
-      for (int j = 0; j < kLanes; ++j) lane[j] = Op::combine(lane[j], Load<In, Mid, Acc>::apply(x[i + j]));
+      for (int j = 0; j < kLanes; ++j) lane[j] = Op::reduce(lane[j], L::apply(x[i + j]));
   } else {
     for (; i + kLanes <= n; i += kLanes)
-      for (int j = 0; j < kLanes; ++j)
-        lane[j] = Op::combine(lane[j], Load<In, Mid, Acc>::apply(x[(i + j) * stride]));
+      for (int j = 0; j < kLanes; ++j) lane[j] = Op::reduce(lane[j], L::apply(x[(i + j) * stride]));
   }
-  for (int j = 0; i + j < n; ++j) lane[j] = Op::combine(lane[j], Load<In, Mid, Acc>::apply(x[(i + j) * stride]));
+  for (int j = 0; i + j < n; ++j) lane[j] = Op::reduce(lane[j], L::apply(x[(i + j) * stride]));
   for (int w = kLanes / 2; w > 0; w /= 2)
     for (int j = 0; j < w; ++j) lane[j] = Op::combine(lane[j], lane[j + w]);
   return lane[0];
@@ -139,8 +139,8 @@ using ChunkOp = std::conditional_t<std::is_same_v<Op, SumOp<int64_t>> && std::is
                                    SumOp<int32_t>, Op>;
 static_assert(kChunk * 32768 <= int64_t(1) << 31, "int16 chunk sums must fit in int32");
 
-template <class A>
-void store(void* out, DType dtype, int64_t i, A v) {
+template <class T>
+void store(void* out, DType dtype, int64_t i, T v) {
   switch (dtype) {
 #define TREDUCE_STORE_CASE(D)                                                            \
   case DType::D:                                                                         \
@@ -151,14 +151,21 @@ void store(void* out, DType dtype, int64_t i, A v) {
   }
 }
 
-// Where the results go: out[o * out_outer + i * out_inner] in the result dtype, divided by
-// `divisor` first when it is not 0 (mean).
+// Where the results go: out[o * out_outer + i * out_inner] in the result dtype, through the
+// operator's projection (mean's division, var's divisor), and the second result of var_mean
+// and std_mean into `second`.
 struct Sink {
   void* ptr;
   DType dtype;
-  int64_t divisor;
-  template <class A>
-  void operator()(int64_t i, A v) const { store(ptr, dtype, i, finalize(v, divisor)); }
+  ProjectArgs args;
+  void* second = nullptr;
+  template <class Op, class A>
+  void put(int64_t i, const A& v) const {
+    store(ptr, dtype, i, Op::project(v, args));
+    if constexpr (Op::kOutputs == 2) {
+      if (second) store(second, dtype, i, Op::project2(v, args));
+    }
+  }
 };
 
 // Rows (inner == 1; a full reduction is one row): each row in chunks of kChunk on all threads,
@@ -179,7 +186,7 @@ void reduce_rows(const In* x, const Layout3& l, const Sink& out) {
   const int64_t grain = std::max<int64_t>(1, (int64_t(1) << 15) / std::min(l.reduced, kChunk));
   if (chunks == 1) {
     at::parallel_for(0, tasks, grain, [&](int64_t begin, int64_t end) {
-      for (int64_t o = begin; o < end; ++o) out(o * l.out_outer, chunk(o));
+      for (int64_t o = begin; o < end; ++o) out.put<Op>(o * l.out_outer, chunk(o));
     });
     return;
   }
@@ -188,7 +195,7 @@ void reduce_rows(const In* x, const Layout3& l, const Sink& out) {
     for (int64_t t = begin; t < end; ++t) partial[t] = chunk(t);
   });
   for (int64_t o = 0; o < l.outer; ++o)
-    out(o * l.out_outer, pairwise_combine<Op>(partial.get() + o * chunks, chunks));
+    out.put<Op>(o * l.out_outer, pairwise_combine<Op>(partial.get() + o * chunks, chunks));
 }
 
 // Columns (inner > 1): a task owns kColumns adjacent outputs of one outer index and walks the
@@ -198,6 +205,7 @@ void reduce_rows(const In* x, const Layout3& l, const Sink& out) {
 template <class In, class Mid, class Op>
 void reduce_columns(const In* x, const Layout3& l, const Sink& out) {
   using Acc = typename Op::acc_t;
+  using L = Load<In, Mid, typename Op::value_t>;
   constexpr int64_t kColumns = 256, kRows = 128;
   const int64_t column_blocks = (l.inner + kColumns - 1) / kColumns;
   const int64_t grain = std::max<int64_t>(1, (int64_t(1) << 15) / (kColumns * l.reduced));
@@ -213,15 +221,14 @@ void reduce_columns(const In* x, const Layout3& l, const Sink& out) {
         for (int64_t r = r0; r < std::min(l.reduced, r0 + kRows); ++r) {
           const In* row = base + r * l.in_reduced;
           if (l.in_inner == 1) {
-            for (int64_t j = 0; j < width; ++j) block[j] = Op::combine(block[j], Load<In, Mid, Acc>::apply(row[j]));
+            for (int64_t j = 0; j < width; ++j) block[j] = Op::reduce(block[j], L::apply(row[j]));
           } else {
-            for (int64_t j = 0; j < width; ++j)
-              block[j] = Op::combine(block[j], Load<In, Mid, Acc>::apply(row[j * l.in_inner]));
+            for (int64_t j = 0; j < width; ++j) block[j] = Op::reduce(block[j], L::apply(row[j * l.in_inner]));
           }
         }
         for (int64_t j = 0; j < width; ++j) total[j] = Op::combine(total[j], block[j]);
       }
-      for (int64_t j = 0; j < width; ++j) out(o * l.out_outer + (i0 + j) * l.out_inner, total[j]);
+      for (int64_t j = 0; j < width; ++j) out.put<Op>(o * l.out_outer + (i0 + j) * l.out_inner, total[j]);
     }
   });
 }
@@ -233,8 +240,8 @@ void reduce_auto(const In* x, const Layout3& l, const Sink& out) {
 }
 
 Sink sink_of(const Prepared& p) {
-  return {p.out.mutable_data_ptr(), p.types.out,
-          p.op == ReduceOp::Mean ? p.layout.reduced : int64_t(0)};
+  return {p.out.mutable_data_ptr(), p.types.out, p.project,
+          p.out2.defined() ? p.out2.mutable_data_ptr() : nullptr};
 }
 
 template <class In, class Mid, class Acc>
@@ -242,8 +249,8 @@ void run_sum(Variant v, const Prepared& p) {
   const In* x = p.input.const_data_ptr<In>();
   const Sink out = sink_of(p);
   switch (v) {  // serial and pairwise: a full reduction of a contiguous input (prepare_reduce)
-    case Variant::Serial: return out(0, serial_sum<In, Mid, Acc>(x, p.layout.reduced));
-    case Variant::Pairwise: return out(0, pairwise_sum<In, Mid, Acc>(x, p.layout.reduced));
+    case Variant::Serial: return out.put<SumOp<Acc>>(0, serial_sum<In, Mid, Acc>(x, p.layout.reduced));
+    case Variant::Pairwise: return out.put<SumOp<Acc>>(0, pairwise_sum<In, Mid, Acc>(x, p.layout.reduced));
     case Variant::Auto: return reduce_auto<In, Mid, SumOp<Acc>>(x, p.layout, out);
   }
 }
@@ -293,6 +300,36 @@ at::Tensor extremum_cpu(const at::Tensor& self, c10::string_view variant, at::Op
   TORCH_INTERNAL_ASSERT(false, "no instantiation for this dtype");
 }
 
+// var, std, var_mean and std_mean: in double for every input dtype, as torch's CPU kernel.
+void run_var(const Prepared& p) {
+  switch (p.types.in) {
+#define TREDUCE_DISPATCH(IN, ACC)                                                              \
+  case DType::IN: {                                                                            \
+    using In = ctype_t<DType::IN>;                                                             \
+    return reduce_auto<In, In, VarOp<double>>(p.input.const_data_ptr<In>(), p.layout, sink_of(p)); \
+  }
+    TREDUCE_VAR_COMBOS(TREDUCE_DISPATCH)
+#undef TREDUCE_DISPATCH
+    default: TORCH_INTERNAL_ASSERT(false, "no instantiation for this dtype");
+  }
+}
+
+template <ReduceOp kOp>
+at::Tensor var_cpu(const at::Tensor& self, at::OptionalIntArrayRef dim, const std::optional<at::Scalar>& correction,
+                   bool keepdim) {
+  const Prepared p = prepare_var(kOp, self, dim, correction, keepdim);
+  if (!p.done) run_var(p);
+  return p.out;
+}
+
+template <ReduceOp kOp>
+std::tuple<at::Tensor, at::Tensor> var_mean_cpu(const at::Tensor& self, at::OptionalIntArrayRef dim,
+                                                const std::optional<at::Scalar>& correction, bool keepdim) {
+  const Prepared p = prepare_var(kOp, self, dim, correction, keepdim);
+  if (!p.done) run_var(p);
+  return {p.out, p.out2};
+}
+
 }  // namespace
 }  // namespace cpu
 
@@ -301,7 +338,10 @@ VariantTable cpu_variants() {
 }
 
 DeviceKernels cpu_kernels() {
-  return {&cpu::sum_cpu, &cpu::mean_cpu, &cpu::extremum_cpu<true>, &cpu::extremum_cpu<false>};
+  return {&cpu::sum_cpu,                          &cpu::mean_cpu,
+          &cpu::extremum_cpu<true>,               &cpu::extremum_cpu<false>,
+          &cpu::var_cpu<ReduceOp::Var>,           &cpu::var_cpu<ReduceOp::Std>,
+          &cpu::var_mean_cpu<ReduceOp::VarMean>,  &cpu::var_mean_cpu<ReduceOp::StdMean>};
 }
 
 }  // namespace treduce
@@ -312,4 +352,8 @@ TORCH_LIBRARY_IMPL(treduce, CPU, m) {
   m.impl("mean", k.mean);
   m.impl("amax", k.amax);
   m.impl("amin", k.amin);
+  m.impl("var", k.var);
+  m.impl("std", k.std);
+  m.impl("var_mean", k.var_mean);
+  m.impl("std_mean", k.std_mean);
 }

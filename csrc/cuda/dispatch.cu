@@ -87,7 +87,7 @@ cudaError_t launch_reduce(const ReduceArgs& a, size_t* workspace_bytes) {
   const SumTypes& t = a.types;
   switch (a.op) {
     case ReduceOp::Sum:
-    case ReduceOp::Mean:  // a sum, divided by a.divisor when stored
+    case ReduceOp::Mean:  // a sum, divided by a.project.count when stored
 #define TREDUCE_DISPATCH(IN, MID, ACC)                                                   \
   if (t.in == DType::IN && t.mid == DType::MID && t.acc == DType::ACC)                   \
     return run_reduce<Reduction<ctype_t<DType::IN>, ctype_t<DType::MID>, Sum<ctype_t<DType::ACC>>>>( \
@@ -110,6 +110,17 @@ cudaError_t launch_reduce(const ReduceArgs& a, size_t* workspace_bytes) {
 #undef OP
       break;
 #undef TREDUCE_DISPATCH
+    case ReduceOp::Var:
+    case ReduceOp::Std:
+    case ReduceOp::VarMean:
+    case ReduceOp::StdMean:  // one operator; a.project and a.out2 say what is stored
+#define TREDUCE_DISPATCH(IN, ACC)                                                        \
+  if (t.in == DType::IN)                                                                 \
+    return run_reduce<Reduction<ctype_t<DType::IN>, ctype_t<DType::IN>, VarOp<ctype_t<DType::ACC>>>>( \
+        a, workspace_bytes);
+      TREDUCE_VAR_COMBOS(TREDUCE_DISPATCH)
+#undef TREDUCE_DISPATCH
+      break;
   }
   return cudaErrorInvalidValue;
 }

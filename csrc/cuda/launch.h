@@ -9,6 +9,7 @@
 
 #include "../dtype.h"
 #include "../layout.h"
+#include "../reduce_ops.h"
 #include "../variant.h"
 
 namespace treduce::cuda {
@@ -41,9 +42,10 @@ struct ReduceArgs {
   cudaStream_t stream;
   int sm_count;        // multiprocessors of the device, for grid sizing
   int cc_major;        // compute capability: 9 and up launch with programmatic dependence
-  int64_t divisor = 0;           // mean: the results are divided by it
-  ReduceOp op = ReduceOp::Sum;   // launch_reduce only
-  Layout3 layout;                // launch_reduce only
+  ReduceOp op = ReduceOp::Sum;   // launch_reduce only, like everything below
+  Layout3 layout;
+  ProjectArgs project;           // what the op's projection reads (reduce_ops.h)
+  void* out2 = nullptr;          // var_mean / std_mean: the mean, like `out`
 };
 
 // With workspace_bytes null: enqueues the whole reduction on a.stream and returns the first

@@ -29,9 +29,10 @@ at::Tensor run(const Prepared& p) {
   args.stream = at::cuda::getCurrentCUDAStream();
   args.sm_count = props->multiProcessorCount;
   args.cc_major = props->major;
-  args.divisor = p.op == ReduceOp::Mean ? p.layout.reduced : 0;
   args.op = p.op;
   args.layout = p.layout;
+  args.project = p.project;
+  if (p.out2.defined()) args.out2 = p.out2.mutable_data_ptr();
   const auto launch = [&](size_t* workspace_bytes) {
     return p.is_auto ? launch_reduce(args, workspace_bytes)
                      : launch_sum(static_cast<Variant>(p.variant), args, workspace_bytes);
@@ -68,6 +69,22 @@ at::Tensor extremum_cuda(const at::Tensor& self, c10::string_view variant, at::O
   return run(prepare_reduce(kOp, self, variant, dim, keepdim, std::nullopt));
 }
 
+template <ReduceOp kOp>
+at::Tensor var_cuda(const at::Tensor& self, at::OptionalIntArrayRef dim, const std::optional<at::Scalar>& correction,
+                    bool keepdim) {
+  const c10::cuda::CUDAGuard guard(self.device());
+  return run(prepare_var(kOp, self, dim, correction, keepdim));
+}
+
+template <ReduceOp kOp>
+std::tuple<at::Tensor, at::Tensor> var_mean_cuda(const at::Tensor& self, at::OptionalIntArrayRef dim,
+                                                 const std::optional<at::Scalar>& correction, bool keepdim) {
+  const c10::cuda::CUDAGuard guard(self.device());
+  const Prepared p = prepare_var(kOp, self, dim, correction, keepdim);
+  run(p);
+  return {p.out, p.out2};
+}
+
 at::Tensor read_probe_cuda(const at::Tensor& self) {
   TORCH_CHECK(self.is_contiguous(), "treduce._read_probe: expected a contiguous tensor");
   const c10::cuda::CUDAGuard guard(self.device());
@@ -86,8 +103,10 @@ at::Tensor read_probe_cuda(const at::Tensor& self) {
 
 namespace treduce {
 DeviceKernels cuda_kernels() {
-  return {&cuda::sum_or_mean_cuda<ReduceOp::Sum>, &cuda::sum_or_mean_cuda<ReduceOp::Mean>,
-          &cuda::extremum_cuda<ReduceOp::Max>, &cuda::extremum_cuda<ReduceOp::Min>};
+  return {&cuda::sum_or_mean_cuda<ReduceOp::Sum>,   &cuda::sum_or_mean_cuda<ReduceOp::Mean>,
+          &cuda::extremum_cuda<ReduceOp::Max>,      &cuda::extremum_cuda<ReduceOp::Min>,
+          &cuda::var_cuda<ReduceOp::Var>,           &cuda::var_cuda<ReduceOp::Std>,
+          &cuda::var_mean_cuda<ReduceOp::VarMean>,  &cuda::var_mean_cuda<ReduceOp::StdMean>};
 }
 }  // namespace treduce
 
@@ -97,5 +116,9 @@ TORCH_LIBRARY_IMPL(treduce, CUDA, m) {
   m.impl("mean", k.mean);
   m.impl("amax", k.amax);
   m.impl("amin", k.amin);
+  m.impl("var", k.var);
+  m.impl("std", k.std);
+  m.impl("var_mean", k.var_mean);
+  m.impl("std_mean", k.std_mean);
   m.impl("_read_probe", &treduce::cuda::read_probe_cuda);
 }

@@ -7,6 +7,7 @@
 #include <ATen/Context.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <string>
@@ -80,6 +81,12 @@ void check_device(const at::Device device) {
   const at::Tensor col_mean = treduce::mean(rows, std::vector<int64_t>{0}, true).cpu();
   expect(col_mean.sizes() == at::IntArrayRef({1, 3}) && col_mean[0][2].item<float>() == 2.f, dev + ": mean over dim 0");
   expect(treduce::amax(rows).item<float>() == 4.f && treduce::amin(rows).item<float>() == 0.f, dev + ": amax, amin");
+  // Statistics: each column is 0, 1, ..., 4 (variance 2.5 with correction 1, 2 with 0).
+  const auto [col_var, col_mean2] = treduce::var_mean(rows, std::vector<int64_t>{0});
+  expect(col_var.cpu()[1].item<float>() == 2.5f && col_mean2.cpu()[1].item<float>() == 2.f, dev + ": var_mean");
+  expect(treduce::std(rows, std::vector<int64_t>{0}, at::Scalar(0), true).sizes() == at::IntArrayRef({1, 3}) &&
+             std::abs(treduce::std(rows, std::vector<int64_t>{0}, at::Scalar(0)).cpu()[0].item<float>() - std::sqrt(2.f)) < 1e-6f,
+         dev + ": std, correction 0");
 }
 
 // segments_per_row against its definition, every count tried: the fewest segments whose fill

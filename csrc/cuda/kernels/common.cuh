@@ -65,52 +65,77 @@ struct Sum : SumOp<A> {
   __device__ __forceinline__ static void atomic_combine(A* p, A v) { atomic_add(p, v); }
 };
 
-// What a kernel reduces: In elements, each converted through Mid into the
-// operator's accumulator (see SumTypes in dtype.h).
+// What a kernel reduces: In elements, each converted through Mid into the operator's value
+// type, then into its accumulator (reduce_ops.h).
 template <class In_, class Mid_, class Op_>
 struct Reduction {
   using In = In_;
   using Mid = Mid_;
   using Op = Op_;
   using Acc = typename Op_::acc_t;
-  __device__ __forceinline__ static Acc convert(In v) { return Load<In, Mid, Acc>::apply(v); }
+  using Value = typename Op_::value_t;
+  __device__ __forceinline__ static Value value(In v) { return Load<In, Mid, Value>::apply(v); }
+  __device__ __forceinline__ static Acc convert(In v) { return Op::enter(value(v)); }
+  __device__ __forceinline__ static Acc reduce(const Acc& a, In v) { return Op::reduce(a, value(v)); }
   __device__ __forceinline__ static Acc load(const In* x, int64_t i) { return convert(x[i]); }
 };
 
-// Reduction over a buffer of block partials (already in Acc).
+// Reduction over a buffer of block partials (already in Acc; the ladder's sums only).
 template <class R>
 using PartialsOf = Reduction<typename R::Acc, typename R::Acc, typename R::Op>;
 
-// Where a kernel writes its value(s): block partials (dtype == acc) or the
-// caller's result (any dtype, divided by `divisor` first when that is not 0: mean). The
-// switch runs once per stored value.
+// Where a kernel writes its value(s): the caller's result(s) (any dtype, through the operator's
+// projection: mean's division, var's divisor, a norm's root), or, when `raw`, block partials
+// (accumulators as they are, read back by a combine kernel). The dtype switch runs once per
+// stored value. (The ladder's sums also write partials through a Sink of the accumulator's dtype.)
 struct Sink {
   void* ptr;
   DType dtype;
-  int64_t divisor = 0;
+  ProjectArgs args = {};
+  void* second = nullptr;  // the second result of a two-result op (var_mean's mean), if asked for
+  bool raw = false;
+  static Sink partials(void* p) { return {p, DType::Bool, {}, nullptr, true}; }
 };
 
-template <class A>
-__device__ void store(Sink s, int64_t i, A v) {
-  v = finalize(v, s.divisor);
-  switch (s.dtype) {
+template <class T>
+__device__ __forceinline__ void store_value(void* p, DType dtype, int64_t i, T v) {
+  switch (dtype) {
 #define TREDUCE_STORE_CASE(D)                                    \
   case DType::D:                                                 \
-    static_cast<ctype_t<DType::D>*>(s.ptr)[i] = element_cast<ctype_t<DType::D>>(v); \
+    static_cast<ctype_t<DType::D>*>(p)[i] = element_cast<ctype_t<DType::D>>(v); \
     break;
     TREDUCE_DTYPES(TREDUCE_STORE_CASE)
 #undef TREDUCE_STORE_CASE
   }
 }
 
-// Writes v[0..V) to elements i .. i + V - 1 of the Sink: one switch on the dtype for the run,
-// and 16- or 8-byte stores where the run's size and address allow. (A 2-byte store per value
-// made the L2 the limit of (32, 4096, 4096) bfloat16 over dim 0: 16M scattered stores.)
+// Stores accumulator v as result (or partial) i of the Sink.
+template <class Op, class A>
+__device__ void store_acc(const Sink& s, int64_t i, const A& v) {
+  if (s.raw) {
+    static_cast<A*>(s.ptr)[i] = v;
+    return;
+  }
+  store_value(s.ptr, s.dtype, i, Op::project(v, s.args));
+  if constexpr (Op::kOutputs == 2) {
+    if (s.second) store_value(s.second, s.dtype, i, Op::project2(v, s.args));
+  }
+}
+
+// The ladder's store: a sum (its partials go through a Sink of the accumulator's dtype).
+template <class A>
+__device__ void store(const Sink& s, int64_t i, A v) {
+  store_acc<SumOp<A>>(s, i, v);
+}
+
+// Writes v[0..V) to elements i .. i + V - 1 of p: 16- or 8-byte stores where the run's size
+// and address allow. (A 2-byte store per value made the L2 the limit of (32, 4096, 4096)
+// bfloat16 over dim 0: 16M scattered stores.)
 template <class T, int V, class A>
-__device__ __forceinline__ void store_run_as(T* p, const A (&v)[V], int64_t divisor) {
+__device__ __forceinline__ void store_run_as(T* p, const A (&v)[V]) {
   T e[V];
 #pragma unroll
-  for (int j = 0; j < V; ++j) e[j] = element_cast<T>(finalize(v[j], divisor));
+  for (int j = 0; j < V; ++j) e[j] = element_cast<T>(v[j]);
   constexpr int kBytes = V * int(sizeof(T));
   constexpr int kWord = kBytes % 16 == 0 ? 16 : kBytes % 8 == 0 ? 8 : 0;
   if constexpr (kWord > 0) {
@@ -129,15 +154,41 @@ __device__ __forceinline__ void store_run_as(T* p, const A (&v)[V], int64_t divi
   for (int j = 0; j < V; ++j) p[j] = e[j];
 }
 
-template <int V, class A>
-__device__ __forceinline__ void store_run(Sink s, int64_t i, const A (&v)[V]) {
-  switch (s.dtype) {
+template <int V, class P>
+__device__ __forceinline__ void store_values_run(void* p, DType dtype, int64_t i, const P (&v)[V]) {
+  switch (dtype) {
 #define TREDUCE_STORE_RUN_CASE(D)                                                          \
   case DType::D:                                                                           \
-    store_run_as(static_cast<ctype_t<DType::D>*>(s.ptr) + i, v, s.divisor);               \
+    store_run_as(static_cast<ctype_t<DType::D>*>(p) + i, v);                              \
     break;
     TREDUCE_DTYPES(TREDUCE_STORE_RUN_CASE)
 #undef TREDUCE_STORE_RUN_CASE
+  }
+}
+
+// Accumulators v[0..V) as results (or partials) i .. i + V - 1: one dtype switch for the run.
+template <class Op, int V, class A>
+__device__ __forceinline__ void store_run(const Sink& s, int64_t i, const A (&v)[V]) {
+  if (s.raw) {
+    if constexpr (std::is_arithmetic_v<A>) {
+      store_run_as(static_cast<A*>(s.ptr) + i, v);
+    } else {
+#pragma unroll
+      for (int j = 0; j < V; ++j) static_cast<A*>(s.ptr)[i + j] = v[j];
+    }
+    return;
+  }
+  using P = decltype(Op::project(v[0], s.args));
+  P p[V];
+#pragma unroll
+  for (int j = 0; j < V; ++j) p[j] = Op::project(v[j], s.args);
+  store_values_run(s.ptr, s.dtype, i, p);
+  if constexpr (Op::kOutputs == 2) {
+    if (s.second) {
+#pragma unroll
+      for (int j = 0; j < V; ++j) p[j] = Op::project2(v[j], s.args);
+      store_values_run(s.second, s.dtype, i, p);
+    }
   }
 }
 
@@ -148,12 +199,28 @@ __global__ void store_value_kernel(const A* value, Sink out) {
   store(out, 0, *value);
 }
 
+// __shfl_down_sync for any accumulator: numbers as they are, structs one 32-bit word at a time.
+template <class A>
+__device__ __forceinline__ A shfl_down(unsigned mask, const A& v, int offset, int width = 32) {
+  if constexpr (std::is_arithmetic_v<A>) {
+    return __shfl_down_sync(mask, v, offset, width);
+  } else {
+    static_assert(sizeof(A) % 4 == 0, "whole 32-bit words");
+    unsigned w[sizeof(A) / 4];
+    memcpy(w, &v, sizeof(A));
+#pragma unroll
+    for (int k = 0; k < int(sizeof(A) / 4); ++k) w[k] = __shfl_down_sync(mask, w[k], offset, width);
+    A r;
+    memcpy(&r, w, sizeof(A));
+    return r;
+  }
+}
+
 // Reduces a warp's 32 values into lane 0 through register shuffles.
 template <class Op, class A>
 __device__ __forceinline__ A warp_reduce(A v) {
 #pragma unroll
-  for (int offset = 16; offset > 0; offset >>= 1)
-    v = Op::combine(v, __shfl_down_sync(0xffffffffu, v, offset));
+  for (int offset = 16; offset > 0; offset >>= 1) v = Op::combine(v, shfl_down(0xffffffffu, v, offset));
   return v;
 }
 

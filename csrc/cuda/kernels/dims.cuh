@@ -1,4 +1,4 @@
-// auto over dims: every op (sum, mean, amax, amin) on any Layout3 (layout.h), that is
+// auto over dims: every operator (reduce_ops.h) on any Layout3 (layout.h), that is
 //   out[o, i] = reduce over r of x[o * in_outer + r * in_reduced + i * in_inner].
 // Three shapes of work, picked by run_reduce:
 //  - full reduction of a contiguous run: the vector kernel (vector.cuh);
@@ -26,6 +26,13 @@ inline constexpr int kRowsBlock = 256;
 // load (one or two loads in flight, not four); with room it issues all four first. Measured
 // on (4096, 4096) bfloat16 over dim -1: 5.5 us against 6.0 with 5 blocks and 6.6 before.
 inline constexpr int kMinBlocks = 4;
+// Columns with struct accumulators (Welford's: three numbers an output, each group of loads
+// reduced together) get 85 registers, 3 blocks: 64 spilled, and 2 blocks left the memory idle.
+template <class R>
+inline constexpr int kMinBlocksOf = kGroupLoads<R> ? 3 : kMinBlocks;
+// Rows keep 4 blocks (one combine per load, no grouping); double Welford's needs 2 not to spill.
+template <class R>
+inline constexpr int kRowsMinBlocks = sizeof(typename R::Acc) > 16 ? 2 : kMinBlocks;
 inline constexpr int kSegmentBlock = 512;
 // Columns: blocks of kColumnsBlock threads, X across the outputs times Y (1 to 32) down
 // the reduced dim.
@@ -46,7 +53,8 @@ __device__ __forceinline__ typename R::Acc vector_value(const uint4& v) {
 // T is a constant: the four loads are then one address plus fixed offsets. (With T a
 // variable each load needed its own 64-bit address, and ptxas, keeping the registers down,
 // used each vector before loading the next: one or two loads in flight, not four.)
-template <class R, int T>
+// kGroup: the four loads reduced together first (kGroupLoads), where registers allow it.
+template <class R, int T, bool kGroup = false>
 __device__ __forceinline__ typename R::Acc row_part(const typename R::In* row, int64_t begin,
                                                     int64_t end, int64_t stride, int t) {
   using In = typename R::In;
@@ -55,7 +63,7 @@ __device__ __forceinline__ typename R::Acc row_part(const typename R::In* row, i
   if (stride == 1) {
     const VecSplit s = split_at_vectors<In>(row + begin, end - begin);
     const In* p = row + begin;
-    for (int64_t k = t; k < s.head; k += T) acc = Op::combine(acc, R::convert(p[k]));
+    for (int64_t k = t; k < s.head; k += T) acc = R::reduce(acc, p[k]);
     const uint4* v = reinterpret_cast<const uint4*>(p + s.head);
     int64_t k = t;
 #pragma unroll 1  // one group of four loads at a time: unrolling further only adds registers
@@ -63,8 +71,12 @@ __device__ __forceinline__ typename R::Acc row_part(const typename R::In* row, i
       uint4 r[4];
 #pragma unroll
       for (int u = 0; u < 4; ++u) r[u] = __ldg(v + k + u * T);
+      if constexpr (kGroup) {
+        acc = Op::combine(acc, reduce_loads<R>(r));
+      } else {
 #pragma unroll
-      for (int u = 0; u < 4; ++u) acc = Op::combine(acc, vector_value<R>(r[u]));
+        for (int u = 0; u < 4; ++u) acc = Op::combine(acc, vector_value<R>(r[u]));
+      }
     }
     if (k < s.vectors) {  // fewer than four left: loaded together too, not one round trip each
       uint4 r[4];
@@ -79,15 +91,22 @@ __device__ __forceinline__ typename R::Acc row_part(const typename R::In* row, i
         if (in_range[u]) acc = Op::combine(acc, vector_value<R>(r[u]));
     }
     const In* tail = p + s.head + s.vectors * (16 / int64_t(sizeof(In)));
-    for (int64_t j = t; j < s.tail; j += T) acc = Op::combine(acc, R::convert(tail[j]));
+    for (int64_t j = t; j < s.tail; j += T) acc = R::reduce(acc, tail[j]);
   } else {
     int64_t k = begin + t;
     for (; k + 3 * T < end; k += 4 * T) {
       In e[4];
 #pragma unroll
       for (int u = 0; u < 4; ++u) e[u] = row[(k + u * T) * stride];
+      if constexpr (kGroup) {
+        typename R::Value t[4];
 #pragma unroll
-      for (int u = 0; u < 4; ++u) acc = Op::combine(acc, R::convert(e[u]));
+        for (int u = 0; u < 4; ++u) t[u] = R::value(e[u]);
+        acc = Op::combine(acc, reduce_values<Op>(t));
+      } else {
+#pragma unroll
+        for (int u = 0; u < 4; ++u) acc = R::reduce(acc, e[u]);
+      }
     }
     if (k < end) {
       In e[4];
@@ -95,7 +114,7 @@ __device__ __forceinline__ typename R::Acc row_part(const typename R::In* row, i
       for (int u = 0; u < 4; ++u) e[u] = k + u * T < end ? row[(k + u * T) * stride] : In();
 #pragma unroll
       for (int u = 0; u < 4; ++u)
-        if (k + u * T < end) acc = Op::combine(acc, R::convert(e[u]));
+        if (k + u * T < end) acc = R::reduce(acc, e[u]);
     }
   }
   return acc;
@@ -103,7 +122,7 @@ __device__ __forceinline__ typename R::Acc row_part(const typename R::In* row, i
 
 // Rows, a team of kTeam lanes (a power of two up to 32) per row.
 template <class R, int kTeam>
-__global__ void __launch_bounds__(kRowsBlock, kMinBlocks)
+__global__ void __launch_bounds__(kRowsBlock, kRowsMinBlocks<R>)
 rows_kernel(const typename R::In* x, Layout3 l, Sink out) {
   using Op = typename R::Op;
   const int t = threadIdx.x % kTeam;
@@ -116,8 +135,8 @@ rows_kernel(const typename R::In* x, Layout3 l, Sink out) {
     auto v = row_part<R, kTeam>(x + o * l.in_outer, 0, l.reduced, l.in_reduced, t);
 #pragma unroll
     for (int offset = kTeam / 2; offset > 0; offset >>= 1)
-      v = Op::combine(v, __shfl_down_sync(mask, v, offset, kTeam));
-    if (t == 0) store(out, o * l.out_outer, v);
+      v = Op::combine(v, shfl_down(mask, v, offset, kTeam));
+    if (t == 0) store_acc<Op>(out, o * l.out_outer, v);
   }
 }
 
@@ -134,9 +153,9 @@ row_segments_kernel(const typename R::In* x, Layout3 l, int64_t per_segment, int
   const int64_t o = blockIdx.x / segments;
   const int64_t begin = (blockIdx.x % segments) * per_segment;
   const int64_t end = min64(l.reduced, begin + per_segment);
-  auto v = row_part<R, kSegmentBlock>(x + o * l.in_outer, begin, end, l.in_reduced, threadIdx.x);
+  auto v = row_part<R, kSegmentBlock, kGroupLoads<R>>(x + o * l.in_outer, begin, end, l.in_reduced, threadIdx.x);
   v = block_reduce<typename R::Op, kSegmentBlock>(v);
-  if (threadIdx.x == 0) store(out, segments == 1 ? o * l.out_outer : int64_t(blockIdx.x), v);
+  if (threadIdx.x == 0) store_acc<typename R::Op>(out, segments == 1 ? o * l.out_outer : int64_t(blockIdx.x), v);
 }
 
 // A warp per row combines that row's segment partials, in segment order.
@@ -153,7 +172,7 @@ row_partials_kernel(const typename R::Acc* partials, int segments, Layout3 l, Si
   auto v = Op::identity();
   for (int j = lane; j < segments; j += 32) v = Op::combine(v, partials[o * segments + j]);
   v = warp_reduce<Op>(v);
-  if (lane == 0) store(out, o * l.out_outer, v);
+  if (lane == 0) store_acc<Op>(out, o * l.out_outer, v);
 }
 
 // Columns: thread (x, y) of block (b, split) owns outputs i0 .. i0 + V - 1 of outer index
@@ -167,7 +186,7 @@ row_partials_kernel(const typename R::Acc* partials, int segments, Layout3 l, Si
 // store per output, bfloat16 took 62 registers and was 5-10% slower than torch on
 // (128, 65536) and (32, 4096, 4096) over dim 0; now 1.00x and 1.07x.
 template <class R, int V, int U>
-__global__ void __launch_bounds__(kColumnsBlock, kMinBlocks)
+__global__ void __launch_bounds__(kColumnsBlock, kMinBlocksOf<R>)
 columns_kernel(const typename R::In* x, Layout3 l, unsigned column_blocks, int64_t first, int64_t end,
                int64_t per_split, Sink out) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
@@ -188,13 +207,13 @@ columns_kernel(const typename R::In* x, Layout3 l, unsigned column_blocks, int64
   for (int j = 0; j < V; ++j) acc[j] = Op::identity();
   const auto add = [&](const Load& v) {
     if constexpr (V == 1) {
-      acc[0] = Op::combine(acc[0], R::convert(v));
+      acc[0] = R::reduce(acc[0], v);
     } else {
-      Acc t[16 / sizeof(In)];
+      typename R::Value t[16 / sizeof(In)];
       if constexpr (kBytes == 16) convert_vector<In, typename R::Mid>(v, t);
       else convert_vector<In, typename R::Mid>(uint4{v.x, v.y, 0u, 0u}, t);  // the upper half unused
 #pragma unroll
-      for (int j = 0; j < V; ++j) acc[j] = Op::combine(acc[j], t[j]);
+      for (int j = 0; j < V; ++j) acc[j] = Op::reduce(acc[j], t[j]);
     }
   };
   if (i0 < end) {
@@ -210,8 +229,32 @@ columns_kernel(const typename R::In* x, Layout3 l, unsigned column_blocks, int64
       Load v[U];
 #pragma unroll
       for (int u = 0; u < U; ++u) v[u] = at(u);
+      if constexpr (kGroupLoads<R>) {
+        // Each output's U values reduced together, then one combine (see kGroupLoads).
+        typename R::Value t[U][V];
 #pragma unroll
-      for (int u = 0; u < U; ++u) add(v[u]);
+        for (int u = 0; u < U; ++u) {
+          if constexpr (V == 1) {
+            t[u][0] = R::value(v[u]);
+          } else {
+            typename R::Value w[16 / sizeof(In)];
+            if constexpr (kBytes == 16) convert_vector<In, typename R::Mid>(v[u], w);
+            else convert_vector<In, typename R::Mid>(uint4{v[u].x, v[u].y, 0u, 0u}, w);
+#pragma unroll
+            for (int j = 0; j < V; ++j) t[u][j] = w[j];
+          }
+        }
+#pragma unroll
+        for (int j = 0; j < V; ++j) {
+          typename R::Value column[U];
+#pragma unroll
+          for (int u = 0; u < U; ++u) column[u] = t[u][j];
+          acc[j] = Op::combine(acc[j], reduce_values<Op>(column));
+        }
+      } else {
+#pragma unroll
+        for (int u = 0; u < U; ++u) add(v[u]);
+      }
     }
     if (r < r_end) {  // the last rows, loaded together
       Load v[U];
@@ -243,12 +286,12 @@ columns_kernel(const typename R::In* x, Layout3 l, unsigned column_blocks, int64
   }
   if (i0 >= end) return;
   if (gridDim.y > 1) {  // partials, [split][o][i]
-    store_run(out, (int64_t(blockIdx.y) * l.outer + o) * l.inner + i0, acc);
+    store_run<Op>(out, (int64_t(blockIdx.y) * l.outer + o) * l.inner + i0, acc);
   } else if (V > 1 && l.out_inner == 1) {
-    store_run(out, int64_t(o) * l.out_outer + i0, acc);
+    store_run<Op>(out, int64_t(o) * l.out_outer + i0, acc);
   } else {
 #pragma unroll
-    for (int j = 0; j < V; ++j) store(out, int64_t(o) * l.out_outer + (i0 + j) * l.out_inner, acc[j]);
+    for (int j = 0; j < V; ++j) store_acc<Op>(out, int64_t(o) * l.out_outer + (i0 + j) * l.out_inner, acc[j]);
   }
 }
 
@@ -272,7 +315,7 @@ column_partials_kernel(const typename R::Acc* partials, int splits, Layout3 l, S
   __syncthreads();
   if (threadIdx.y > 0 || k >= outputs) return;
   for (int y = 1; y < int(blockDim.y); ++y) v = Op::combine(v, by_y[y][threadIdx.x]);
-  store(out, (k / l.inner) * l.out_outer + (k % l.inner) * l.out_inner, v);
+  store_acc<Op>(out, (k / l.inner) * l.out_outer + (k % l.inner) * l.out_inner, v);
 }
 
 template <class R>
@@ -330,7 +373,7 @@ cudaError_t run_rows(const ReduceArgs& a, const Sink& result, size_t* workspace_
   }
   auto* partials = static_cast<Acc*>(a.workspace);
   row_segments_kernel<R><<<unsigned(l.outer * segments), kSegmentBlock, 0, a.stream>>>(
-      x, l, per_segment, int(segments), Sink{partials, dtype_of<Acc>()});
+      x, l, per_segment, int(segments), Sink::partials(partials));
   if (cudaError_t e = last_launch_error(); e != cudaSuccess) return e;
   return launch_dependent(row_partials_kernel<R>, dim3(unsigned(ceil_div(l.outer, kRowsBlock / 32))),
                           dim3(kRowsBlock), a, static_cast<const Acc*>(partials), int(segments), l, result);
@@ -388,7 +431,7 @@ cudaError_t run_columns(const ReduceArgs& a, const Sink& result, const ColumnsSh
   if (xblocks > kMaxGridX) return cudaErrorInvalidConfiguration;
   const auto* x = static_cast<const In*>(a.in);
   const dim3 grid{unsigned(xblocks), unsigned(c.splits)}, block{unsigned(c.X), unsigned(c.Y)};
-  const Sink sink = c.splits == 1 ? result : Sink{a.workspace, dtype_of<Acc>()};
+  const Sink sink = c.splits == 1 ? result : Sink::partials(a.workspace);
   if (whole > 0) {
     columns_kernel<R, V, U><<<grid, block, 0, a.stream>>>(x, l, unsigned(c.column_blocks), 0, whole,
                                                           c.per_split, sink);
@@ -413,7 +456,7 @@ template <class R>
 cudaError_t run_reduce(const ReduceArgs& a, size_t* workspace_bytes) {
   using In = typename R::In;
   const Layout3& l = a.layout;
-  const Sink result{a.out, a.types.out, a.divisor};
+  const Sink result{a.out, a.types.out, a.project, a.out2};
   if (l.is_full_contiguous()) {
     ReduceArgs full = a;
     full.n = l.reduced;

@@ -82,24 +82,46 @@ __device__ __forceinline__ void unpack(const uint4& v, In (&e)[16 / sizeof(In)])
   }
 }
 
-// The elements of one vector in the accumulator type. bfloat16 to float is exact, a shift of
-// the bits, so it is done on whole 32-bit words: one instruction per element, where
+// The elements of one vector in the operator's value type. bfloat16 to float is exact, a
+// shift of the bits, so it is done on whole 32-bit words: one instruction per element, where
 // extracting each half and then converting it took two.
-template <class In, class Mid, class Acc>
-__device__ __forceinline__ void convert_vector(const uint4& v, Acc (&t)[16 / sizeof(In)]) {
+template <class In, class Mid, class Value>
+__device__ __forceinline__ void convert_vector(const uint4& v, Value (&t)[16 / sizeof(In)]) {
   if constexpr (std::is_same_v<In, __nv_bfloat16> && std::is_same_v<Mid, In> &&
-                (std::is_same_v<Acc, float> || std::is_same_v<Acc, double>)) {
+                (std::is_same_v<Value, float> || std::is_same_v<Value, double>)) {
     const unsigned words[4] = {v.x, v.y, v.z, v.w};
 #pragma unroll
     for (int w = 0; w < 4; ++w) {
-      t[2 * w] = Acc(__uint_as_float(words[w] << 16));  // the low half is element 2w
-      t[2 * w + 1] = Acc(__uint_as_float(words[w] & 0xffff0000u));
+      t[2 * w] = Value(__uint_as_float(words[w] << 16));  // the low half is element 2w
+      t[2 * w + 1] = Value(__uint_as_float(words[w] & 0xffff0000u));
     }
   } else {
     In e[16 / sizeof(In)];
     unpack(v, e);
 #pragma unroll
-    for (int j = 0; j < int(16 / sizeof(In)); ++j) t[j] = Load<In, Mid, Acc>::apply(e[j]);
+    for (int j = 0; j < int(16 / sizeof(In)); ++j) t[j] = Load<In, Mid, Value>::apply(e[j]);
+  }
+}
+
+// Whether the operator has its own form for the elements of one vector (reduce_ops.h).
+template <class Op, class = void>
+struct HasReduceValues : std::false_type {};
+template <class Op>
+struct HasReduceValues<Op, std::void_t<decltype(Op::template reduce_values<2>(
+                               std::declval<const typename Op::value_t (&)[2]>()))>> : std::true_type {};
+
+// N elements' values into one accumulator: the operator's own form, or each entered and the
+// N combined pairwise.
+template <class Op, int N>
+__device__ __forceinline__ typename Op::acc_t reduce_values(const typename Op::value_t (&t)[N]) {
+  if constexpr (HasReduceValues<Op>::value) {
+    return Op::template reduce_values<N>(t);
+  } else {
+    typename Op::acc_t a[N];
+#pragma unroll
+    for (int j = 0; j < N; ++j) a[j] = Op::enter(t[j]);
+    pairwise_in_place<N, Op>(a);
+    return a[0];
   }
 }
 
@@ -111,13 +133,47 @@ struct VecAdd {
   __device__ __forceinline__ static Counter init() { return Op::identity(); }
   // The vector's elements combined, pairwise.
   __device__ __forceinline__ static Counter reduce(const uint4& v) {
-    Acc t[16 / sizeof(In)];
+    typename Op::value_t t[16 / sizeof(In)];
     convert_vector<In, Mid>(v, t);
-    pairwise_in_place<16 / sizeof(In), Op>(t);
-    return t[0];
+    return reduce_values<Op>(t);
   }
   __device__ __forceinline__ static void add(Counter& c, const uint4& v) { c = Op::combine(c, reduce(v)); }
 };
+
+// Operators whose accumulator is a struct (Welford's) take each group of loads at once: the
+// values of all of them reduced together in registers (reduce_values), then one combine into
+// the accumulator, which for Welford's is the only division. Accumulators of one number keep
+// a combine per load (and their separate counters), as tuned.
+template <class R>
+inline constexpr bool kGroupLoads = !std::is_arithmetic_v<typename R::Acc>;
+// Registers a thread may use: the grid kernels promise ptxas 4 resident blocks; struct
+// accumulators get twice the registers (spills otherwise) and half the blocks.
+template <class R>
+inline constexpr int kResidentBlocks = kGroupLoads<R> ? 2 : 4;
+
+// The values of K loaded vectors, reduced into one accumulator (see kGroupLoads), at most 16
+// values at a time (32 held at once went to local memory under the register bound).
+template <class R, int K>
+__device__ __forceinline__ typename R::Acc reduce_loads(const uint4 (&r)[K]) {
+  using In = typename R::In;
+  using Value = typename R::Value;
+  constexpr int kPer = 16 / sizeof(In);
+  if constexpr (K * kPer > 16) {
+    static_assert(K == 4, "halves of four loads");
+    const uint4 lo[2] = {r[0], r[1]}, hi[2] = {r[2], r[3]};
+    return R::Op::combine(reduce_loads<R>(lo), reduce_loads<R>(hi));
+  } else {
+    Value t[K * kPer];
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+      Value v[kPer];
+      convert_vector<In, typename R::Mid>(r[k], v);
+#pragma unroll
+      for (int j = 0; j < kPer; ++j) t[k * kPer + j] = v[j];
+    }
+    return reduce_values<typename R::Op>(t);
+  }
+}
 
 // Packed-integer counting for 1- and 2-byte lanes: each 32-bit word of the vector goes
 // through one dot-product instruction against ones, so a vector costs four instructions.
@@ -384,8 +440,12 @@ __device__ __forceinline__ typename R::Acc tile_sum(const typename R::In* x, Vec
     uint4 r[kVecUnroll];
 #pragma unroll
     for (int u = 0; u < kVecUnroll; ++u) r[u] = __ldg(v + tile * kVecTile + u * kVecBlock);
+    if constexpr (kGroupLoads<R>) {
+      c[0] = Op::combine(c[0], reduce_loads<R>(r));
+    } else {
 #pragma unroll
-    for (int u = 0; u < kVecUnroll; ++u) Add::add(c[u], r[u]);
+      for (int u = 0; u < kVecUnroll; ++u) Add::add(c[u], r[u]);
+    }
     if constexpr (Add::kFlushEvery > 0) {
       if (++since_flush == Add::kFlushEvery) {
 #pragma unroll
@@ -425,9 +485,9 @@ __device__ __forceinline__ typename R::Acc small_tiles(const typename R::In* x, 
 // is the accumulator type and no division is asked for (most calls), stored as it is; void:
 // through the Sink (any dtype, mean's division). These kernels are one block and short, so
 // the store's dtype switch and divisor test were a visible part of a call (0.1 us at 2^10).
-template <class Out, class A>
-__device__ __forceinline__ void store_result(const Sink& out, A v) {
-  if constexpr (std::is_void_v<Out>) store(out, 0, v);
+template <class Op, class Out, class A>
+__device__ __forceinline__ void store_result(const Sink& out, const A& v) {
+  if constexpr (std::is_void_v<Out>) store_acc<Op>(out, 0, v);
   else *static_cast<Out*>(out.ptr) = v;
 }
 
@@ -458,7 +518,7 @@ small_sum_kernel(const typename R::In* x, VecSplit s, Sink out) {
   }
   static_assert(kSingleBlockTiles == 4, "a case for each tile count");
   v = block_reduce<typename R::Op, kVecBlock>(v);
-  if (threadIdx.x == 0) store_result<Out>(out, v);
+  if (threadIdx.x == 0) store_result<typename R::Op, Out>(out, v);
 }
 
 // Larger inputs: each block's partial, combined by combine_partials_kernel. It lets that
@@ -467,7 +527,7 @@ small_sum_kernel(const typename R::In* x, VecSplit s, Sink out) {
 // device). Four blocks a multiprocessor, so at most 32 registers: uint8 with dtype=float32
 // took 38 (the block with the partial tile and the head and tail).
 template <class R>
-__global__ void __launch_bounds__(kVecBlock, 4)
+__global__ void __launch_bounds__(kVecBlock, kResidentBlocks<R>)
 vector_sum_kernel(const typename R::In* x, VecSplit s, typename R::Acc* partials) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   cudaGridDependencySynchronize();
@@ -503,7 +563,7 @@ combine_partials_kernel(const typename R::Acc* partials, int n, Sink out) {
     v = Op::combine(v, r[0]);
   }
   v = warp_reduce<Op>(v);
-  if (threadIdx.x == 0) store_result<Out>(out, v);
+  if (threadIdx.x == 0) store_result<Op, Out>(out, v);
 }
 
 template <class R>
@@ -521,17 +581,22 @@ cudaError_t run_vector(const ReduceArgs& a, size_t* workspace_bytes) {
     return cudaSuccess;
   }
   const auto* x = static_cast<const In*>(a.in);
-  const Sink result{a.out, a.types.out, a.divisor};
-  const bool plain = a.types.out == dtype_of<Acc>() && a.divisor == 0;  // see store_result
+  const Sink result{a.out, a.types.out, a.project, a.out2};
+  // Plain: the result is the accumulator as it is (see store_result). Operators with a
+  // projection of their own have only the general kernels.
+  constexpr bool kPlain = R::Op::kPlain;
+  bool plain = false;
+  if constexpr (kPlain) plain = a.types.out == dtype_of<Acc>() && a.project.count == 0;
+  using PlainOut = std::conditional_t<kPlain, Acc, void>;
   if (blocks == 1) {
-    auto* kernel = plain ? small_sum_kernel<R, Acc> : small_sum_kernel<R, void>;
+    auto* kernel = plain ? small_sum_kernel<R, PlainOut> : small_sum_kernel<R, void>;
     return launch_dependent(kernel, dim3(1), dim3(kVecBlock), a, x, s, result);
   }
   auto* partials = static_cast<Acc*>(a.workspace);
   if (cudaError_t e = launch_dependent(vector_sum_kernel<R>, dim3(unsigned(blocks)), dim3(kVecBlock), a, x, s, partials);
       e != cudaSuccess)
     return e;
-  auto* combine = plain ? combine_partials_kernel<R, Acc> : combine_partials_kernel<R, void>;
+  auto* combine = plain ? combine_partials_kernel<R, PlainOut> : combine_partials_kernel<R, void>;
   return launch_dependent(combine, dim3(1), dim3(32), a, static_cast<const Acc*>(partials),
                           int(blocks), result);
 }
