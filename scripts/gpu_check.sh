@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The whole check on a GPU machine, in one go: build, the test suite (CUDA and slow cases included),
 # compute-sanitizer's four tools over every CUDA variant, and the benchmarks (the full-sum sweep, the
-# dims suite and the ladder). Logs and results go to $LOGS (default ./gpu_check_out); a summary is
+# dims suite, the ladder and the statistics suite). Logs and results go to $LOGS (default ./gpu_check_out); a summary is
 # printed last and kept in summary.txt. Needs no network: torch, pytest, ninja and cmake must
 # already be installed.
 #
@@ -14,7 +14,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 LOGS=${LOGS:-$PWD/gpu_check_out}
-STAGES=${STAGES:-"build test sanitize bench dims ladder"}
+STAGES=${STAGES:-"build test sanitize bench dims ladder stats"}
 BENCH_ARGS=${BENCH_ARGS:-}
 DIMS_ARGS=${DIMS_ARGS:-}
 mkdir -p "$LOGS"
@@ -88,6 +88,15 @@ if has ladder; then
     note "ladder: ok ($((SECONDS - start)) s); table in ladder.log and bench/ladder.md"
   else
     note "ladder: FAILED"; tail -20 "$LOGS/ladder.err"
+  fi
+fi
+
+if has stats; then
+  start=$SECONDS
+  if (cd benchmarks && timeout "${BENCH_TIMEOUT:-1200}" python3 stats.py --out "$LOGS/bench" > "$LOGS/stats.log" 2>"$LOGS/stats.err"); then
+    note "stats: ok ($((SECONDS - start)) s); table in stats.log and bench/stats.md"
+  else
+    note "stats: FAILED"; tail -20 "$LOGS/stats.err"
   fi
 fi
 

@@ -1,0 +1,159 @@
+"""The statistics suite: torch's statistics and norms against torch_reduce's, in one run: torch
+eager, torch.compile of the same torch call, and torch_reduce, hot (CUDA-graph replay) and cold
+(after an L2 flush), with the read probe over the same bytes as the floor.
+
+    python benchmarks/stats.py [--reps N] [--out DIR] [--only SUBSTRING]
+
+Every result is checked against torch's float64 result before it is timed, torch's included.
+Writes stats.json and stats.md to --out (default benchmarks/results/<gpu>).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import pathlib
+import sys
+from dataclasses import asdict, dataclass
+
+import torch
+
+import timing
+import torch_reduce
+
+
+@dataclass(frozen=True)
+class Case:
+    label: str  # the call, as a user writes it
+    torch_fn: object  # x -> result(s), torch's function
+    ours_fn: object  # x -> result(s), torch_reduce's
+    shape: tuple[int, ...]
+    dtype: torch.dtype
+    rtol: float  # allowed error relative to the largest |float64 result|
+
+
+def _var_cases() -> list[Case]:
+    f32, bf16 = torch.float32, torch.bfloat16
+    n26, n28 = (1 << 26,), (1 << 28,)
+    c = [
+        ("var(x, -1)", lambda x: torch.var(x, -1), lambda x: torch_reduce.var(x, -1), (65536, 128), f32),
+        ("var_mean(x, 0)", lambda x: torch.var_mean(x, 0), lambda x: torch_reduce.var_mean(x, 0), (4096, 4096), f32),
+        ("std(x)", lambda x: torch.std(x), lambda x: torch_reduce.std(x), n26, f32),
+        ("var(x, -1)", lambda x: torch.var(x, -1), lambda x: torch_reduce.var(x, -1), (4096, 4096), bf16),
+        # What else tells: the other layouts of the same calls, and inputs past 256 MiB.
+        ("var(x, 0)", lambda x: torch.var(x, 0), lambda x: torch_reduce.var(x, 0), (65536, 128), f32),
+        ("std_mean(x, -1)", lambda x: torch.std_mean(x, -1), lambda x: torch_reduce.std_mean(x, -1), (4096, 4096), f32),
+        ("var(x, -1)", lambda x: torch.var(x, -1), lambda x: torch_reduce.var(x, -1), (65536, 128), bf16),
+        ("var(x)", lambda x: torch.var(x), lambda x: torch_reduce.var(x), n28, f32),
+        ("var(x)", lambda x: torch.var(x), lambda x: torch_reduce.var(x), n28, bf16),
+    ]
+    return [Case(label, t, o, shape, dtype, 1e-2 if dtype == bf16 else 1e-5) for label, t, o, shape, dtype in c]
+
+
+def cases() -> list[Case]:
+    return _var_cases()
+
+
+@dataclass
+class Row:
+    call: str
+    shape: list[int]
+    dtype: str
+    candidate: str  # torch, torch.compile, torch_reduce, read probe
+    mode: str
+    median_us: float
+    p10_us: float
+    p90_us: float
+    bytes: int
+    speedup_vs_torch: float | None = None
+    speedup_vs_best_peer: float | None = None
+
+
+def _as_tuple(r):
+    return r if isinstance(r, tuple) else (r,)
+
+
+def _check(name: str, got, want, rtol: float) -> None:
+    for g, w in zip(_as_tuple(got), _as_tuple(want)):
+        scale = max(w.abs().max().item(), 1e-30)
+        err = (g.double() - w).abs().max().item()
+        if not err <= rtol * scale:
+            raise AssertionError(f"{name}: error {err:.3g} over {rtol:.1g} x {scale:.3g}")
+
+
+def run(reps: int, only: str | None) -> list[Row]:
+    flush = timing.L2Flush("cuda")
+    rows: list[Row] = []
+    for case in cases():
+        name = f"{case.label} {tuple(case.shape)} {str(case.dtype).removeprefix('torch.')}"
+        if only and only not in name:
+            continue
+        print(name, file=sys.stderr)
+        x = torch.randn(case.shape, device="cuda").to(case.dtype)
+        want = tuple(w.double() for w in _as_tuple(case.torch_fn(x.double())))
+        compiled = torch.compile(case.torch_fn)
+        fns = {
+            "torch": lambda: case.torch_fn(x),
+            "torch.compile": lambda: compiled(x),
+            "torch_reduce": lambda: case.ours_fn(x),
+            "read probe": lambda: torch.ops.treduce._read_probe(x),
+        }
+        for cand in ("torch", "torch.compile", "torch_reduce"):
+            _check(f"{cand} on {name}", fns[cand](), want, case.rtol)
+        del want
+        nbytes = x.numel() * x.element_size()
+        for mode in ("hot", "cold"):
+            timed = {}
+            for cand, fn in fns.items():
+                med, p10, p90 = timing.quantiles(timing.time_mode(mode, fn, reps, flush))
+                timed[cand] = Row(case.label, list(case.shape), str(case.dtype).removeprefix("torch."), cand, mode,
+                                  med, p10, p90, nbytes)
+            best_peer = min(timed["torch"].median_us, timed["torch.compile"].median_us)
+            for row in timed.values():
+                row.speedup_vs_torch = timed["torch"].median_us / row.median_us
+                row.speedup_vs_best_peer = best_peer / row.median_us
+            rows += timed.values()
+        del x, fns, compiled
+        torch.cuda.empty_cache()
+    return rows
+
+
+def markdown(rows: list[Row], header: str) -> str:
+    out = [header, "", "| call | shape | dtype | mode | torch us | torch.compile us | torch_reduce us | "
+           "read probe us | vs torch | vs best peer | vs probe |", "| --- " * 11 + "|"]
+    keyed = {}
+    for r in rows:
+        keyed.setdefault((r.call, tuple(r.shape), r.dtype, r.mode), {})[r.candidate] = r
+    for (call, shape, dtype, mode), c in keyed.items():
+        t, tc, o, p = c["torch"], c["torch.compile"], c["torch_reduce"], c["read probe"]
+        out.append(f"| `{call}` | {'x'.join(map(str, shape))} | {dtype} | {mode} | {t.median_us:.2f} | "
+                   f"{tc.median_us:.2f} | {o.median_us:.2f} | {p.median_us:.2f} | {o.speedup_vs_torch:.2f}x | "
+                   f"{o.speedup_vs_best_peer:.2f}x | {o.median_us / p.median_us:.2f} |")
+    return "\n".join(out) + "\n"
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--reps", type=int, default=30)
+    ap.add_argument("--out", type=pathlib.Path, default=None)
+    ap.add_argument("--only", default=None, help="run the cases whose name contains this")
+    args = ap.parse_args(argv)
+    if not torch.cuda.is_available():
+        print("stats.py needs a CUDA device", file=sys.stderr)
+        return 2
+    gpu = torch.cuda.get_device_name()
+    rows = run(args.reps, args.only)
+    out = args.out or pathlib.Path(__file__).parent / "results" / gpu.split()[-1].lower()
+    out.mkdir(parents=True, exist_ok=True)
+    meta = {"gpu": gpu, "torch": torch.__version__, "cuda": torch.version.cuda, "reps": args.reps}
+    (out / "stats.json").write_text(json.dumps({"meta": meta, "rows": [asdict(r) for r in rows]}, indent=1))
+    header = (f"# Statistics suite: {gpu}, torch {torch.__version__}, {args.reps} samples a case; medians. "
+              "vs best peer: the faster of torch eager and torch.compile over torch_reduce; vs probe: "
+              "torch_reduce's time over the read probe's for the same bytes.")
+    (out / "stats.md").write_text(markdown(rows, header))
+    print(markdown(rows, header))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
