@@ -50,8 +50,24 @@ def _var_cases() -> list[Case]:
     return [Case(label, t, o, shape, dtype, 1e-2 if dtype == bf16 else 1e-5) for label, t, o, shape, dtype in c]
 
 
+def _other_cases() -> list[Case]:
+    f32, bf16 = torch.float32, torch.bfloat16
+    c = [
+        ("logsumexp(x, -1)", lambda x: torch.logsumexp(x, -1), lambda x: torch_reduce.logsumexp(x, -1),
+         (4096, 32000), bf16),
+        ("logsumexp(x, -1)", lambda x: torch.logsumexp(x, -1), lambda x: torch_reduce.logsumexp(x, -1),
+         (4096, 32000), f32),
+        ("logsumexp(x, 0)", lambda x: torch.logsumexp(x, 0), lambda x: torch_reduce.logsumexp(x, 0), (4096, 4096), f32),
+        ("nansum(x)", lambda x: torch.nansum(x), lambda x: torch_reduce.nansum(x), (1 << 26,), f32),
+        ("nansum(x, -1)", lambda x: torch.nansum(x, -1), lambda x: torch_reduce.nansum(x, -1), (65536, 128), f32),
+        ("nanmean(x, 0)", lambda x: torch.nanmean(x, 0), lambda x: torch_reduce.nanmean(x, 0), (4096, 4096), f32),
+        ("nanmean(x)", lambda x: torch.nanmean(x), lambda x: torch_reduce.nanmean(x), (1 << 28,), f32),
+    ]
+    return [Case(label, t, o, shape, dtype, 1e-2 if dtype == bf16 else 1e-5) for label, t, o, shape, dtype in c]
+
+
 def cases() -> list[Case]:
-    return _var_cases()
+    return _var_cases() + _other_cases()
 
 
 @dataclass

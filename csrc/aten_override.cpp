@@ -18,6 +18,8 @@
 #include <ATen/ops/std_mean_cpu_dispatch.h>
 #include <ATen/ops/var_cpu_dispatch.h>
 #include <ATen/ops/var_mean_cpu_dispatch.h>
+#include <ATen/ops/nansum_cpu_dispatch.h>
+#include <ATen/ops/logsumexp_compositeexplicitautograd_dispatch.h>
 #include <c10/util/Exception.h>
 #include <torch/library.h>
 
@@ -30,6 +32,7 @@
 #include <ATen/ops/std_mean_cuda_dispatch.h>
 #include <ATen/ops/var_cuda_dispatch.h>
 #include <ATen/ops/var_mean_cuda_dispatch.h>
+#include <ATen/ops/nansum_cuda_dispatch.h>
 #endif
 
 #include <atomic>
@@ -104,12 +107,16 @@ struct TorchKernels {
   std::tuple<at::Tensor, at::Tensor> (*std_mean)(const at::Tensor&, Dims, const Correction&, bool);
   at::Tensor& (*var_out)(at::Tensor&, const at::Tensor&, Dims, const Correction&, bool);
   at::Tensor& (*std_out)(at::Tensor&, const at::Tensor&, Dims, const Correction&, bool);
+  at::Tensor (*nansum)(const at::Tensor&, Dims, bool, DtypeArg);
+  at::Tensor& (*nansum_out)(at::Tensor&, const at::Tensor&, Dims, bool, DtypeArg);
+  at::Tensor (*logsumexp)(const at::Tensor&, at::IntArrayRef, bool);  // torch's composite, any device
 };
 // One device's table, from its namespace of direct calls (at::cpu, at::cuda).
 #define TREDUCE_TORCH_KERNELS(NS)                                                                    \
   TorchKernels {                                                                                     \
     &NS::sum, &NS::mean, &NS::amax, &NS::amin, &NS::sum_out, &NS::mean_out, &NS::amax_out,          \
-        &NS::amin_out, &NS::var, &NS::std, &NS::var_mean, &NS::std_mean, &NS::var_out, &NS::std_out \
+        &NS::amin_out, &NS::var, &NS::std, &NS::var_mean, &NS::std_mean, &NS::var_out, &NS::std_out,  \
+        &NS::nansum, &NS::nansum_out, &at::compositeexplicitautograd::logsumexp                       \
   }
 
 struct Cpu {
@@ -192,6 +199,18 @@ struct AtenKernels {
     count_out_arg(ReduceOp::Std);
     return T::torch().std_out(out, self, dim, correction, keepdim);
   }
+  static at::Tensor nansum(const at::Tensor& self, Dims dim, bool keepdim, DtypeArg dtype) {
+    if (take(ReduceOp::NanSum, self, dtype)) return T::ours().nansum(self, dim, keepdim, dtype);
+    return T::torch().nansum(self, dim, keepdim, dtype);
+  }
+  static at::Tensor logsumexp(const at::Tensor& self, at::IntArrayRef dim, bool keepdim) {
+    if (take(ReduceOp::LogSumExp, self, std::nullopt)) return T::ours().logsumexp(self, dim, keepdim);
+    return T::torch().logsumexp(self, dim, keepdim);
+  }
+  static at::Tensor& nansum_out(const at::Tensor& self, Dims dim, bool keepdim, DtypeArg dtype, at::Tensor& out) {
+    count_out_arg(ReduceOp::NanSum);
+    return T::torch().nansum_out(out, self, dim, keepdim, dtype);
+  }
   // out=: torch's kernel, counted (writing into a caller's tensor, with its resizing and dtype
   // rules, is not what the ops do).
   static at::Tensor& sum_out(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
@@ -231,6 +250,9 @@ struct AtenKernels {
     m->impl("std.correction_out", &std_out);
     m->impl("var_mean.correction", &var_mean);
     m->impl("std_mean.correction", &std_mean);
+    m->impl("nansum", &nansum);
+    m->impl("nansum.out", &nansum_out);
+    m->impl("logsumexp", &logsumexp);
     return m;
   }
 };

@@ -207,6 +207,63 @@ class VarFunction : public torch::autograd::Function<VarFunction> {
   }
 };
 
+// nansum, nanmean and logsumexp, below the Autograd key.
+at::Tensor nan_or_lse_below(ReduceOp op, const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
+                            std::optional<at::ScalarType> dtype) {
+  static const auto nansum_op = redispatch<NanSignature>("treduce::nansum");
+  static const auto nanmean_op = redispatch<NanSignature>("treduce::nanmean");
+  static const auto lse_op = redispatch<LogSumExpSignature>("treduce::logsumexp");
+  at::AutoDispatchBelowADInplaceOrView below_autograd;
+  if (op == ReduceOp::LogSumExp) return lse_op.call(self, dim.value_or(at::IntArrayRef{}), keepdim);
+  return (op == ReduceOp::NanSum ? nansum_op : nanmean_op).call(self, dim, keepdim, dtype);
+}
+
+// Their gradients, as torch's: nansum's reaches the elements that are not NaN; nanmean's is
+// that divided by their count; logsumexp's is g * exp(x - result).
+class NanLseFunction : public torch::autograd::Function<NanLseFunction> {
+ public:
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& self, int64_t op, at::OptionalIntArrayRef dim,
+                            bool keepdim, std::optional<at::ScalarType> dtype) {
+    const auto kind = static_cast<ReduceOp>(op);
+    const at::Tensor out = nan_or_lse_below(kind, self, dim, keepdim, dtype);
+    ctx->saved_data["op"] = op;
+    ctx->saved_data["dims"] = reduced_dim_list(self.dim(), dim);
+    ctx->saved_data["keepdim"] = keepdim;
+    ctx->save_for_backward({self, kind == ReduceOp::LogSumExp ? out : at::Tensor()});
+    return out;
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const at::Tensor& self = saved[0];
+    const auto kind = static_cast<ReduceOp>(ctx->saved_data["op"].toInt());
+    const auto dims = ctx->saved_data["dims"].toIntVector();
+    const bool keepdim = ctx->saved_data["keepdim"].toBool();
+    const at::Tensor g = with_reduced_dims(grads[0], dims, keepdim);
+    at::Tensor grad;
+    if (kind == ReduceOp::LogSumExp) {
+      grad = g * (self - with_reduced_dims(saved[1], dims, keepdim)).exp();
+    } else {
+      const at::Tensor kept = self.isnan().logical_not();
+      grad = g.to(self.scalar_type()) * kept;
+      if (kind == ReduceOp::NanMean) grad = grad / sum(kept, "auto", dims, /*keepdim=*/true);
+    }
+    return {grad, at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
+  }
+};
+
+template <ReduceOp kOp>
+at::Tensor nan_autograd(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
+                        std::optional<at::ScalarType> dtype) {
+  if (!records_grad(self)) return nan_or_lse_below(kOp, self, dim, keepdim, dtype);
+  return NanLseFunction::apply(self, static_cast<int64_t>(kOp), dim, keepdim, dtype);
+}
+
+at::Tensor logsumexp_autograd(const at::Tensor& self, at::IntArrayRef dim, bool keepdim) {
+  if (!records_grad(self)) return nan_or_lse_below(ReduceOp::LogSumExp, self, dim, keepdim, std::nullopt);
+  return NanLseFunction::apply(self, static_cast<int64_t>(ReduceOp::LogSumExp), dim, keepdim, std::nullopt);
+}
+
 variable_list var_autograd(ReduceOp op, const at::Tensor& self, at::OptionalIntArrayRef dim,
                            const std::optional<at::Scalar>& correction, bool keepdim) {
   if (!records_grad(self)) return var_below(op, self, dim, correction, keepdim);
@@ -262,4 +319,7 @@ TORCH_LIBRARY_IMPL(treduce, Autograd, m) {
   m.impl("std", &treduce::var_one<treduce::ReduceOp::Std>);
   m.impl("var_mean", &treduce::var_two<treduce::ReduceOp::VarMean>);
   m.impl("std_mean", &treduce::var_two<treduce::ReduceOp::StdMean>);
+  m.impl("nansum", &treduce::nan_autograd<treduce::ReduceOp::NanSum>);
+  m.impl("nanmean", &treduce::nan_autograd<treduce::ReduceOp::NanMean>);
+  m.impl("logsumexp", &treduce::logsumexp_autograd);
 }

@@ -137,7 +137,9 @@ constexpr DType minmax_acc_dtype(DType in) {
 
 // The statistics (var, std and their _mean forms) take floating inputs and return their dtype;
 // on CUDA they accumulate in float, and float64 in double, as torch's CUDA kernels do.
-#define TREDUCE_VAR_COMBOS(X) X(Half, Float) X(BFloat16, Float) X(Float, Float) X(Double, Double)
+#define TREDUCE_FLOAT_COMBOS(X) X(Half, Float) X(BFloat16, Float) X(Float, Float) X(Double, Double)
+#define TREDUCE_VAR_COMBOS(X) TREDUCE_FLOAT_COMBOS(X)
+// nansum, nanmean and logsumexp run TREDUCE_FLOAT_COMBOS too (other dtypes are converted first).
 
 inline const char* dtype_name(DType t) {
   constexpr const char* kNames[kNumDTypes] = {

@@ -51,6 +51,11 @@ Prepared prepare_reduce(ReduceOp op, const at::Tensor& self, c10::string_view va
 Prepared prepare_var(ReduceOp op, const at::Tensor& self, at::OptionalIntArrayRef dim,
                      const std::optional<at::Scalar>& correction, bool keepdim);
 
+// nansum, nanmean and logsumexp: torch's type rules and errors; inputs of another dtype than
+// the result's are converted first. An integer nansum is a sum (p.op says Sum).
+Prepared prepare_nan_or_lse(ReduceOp op, const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
+                            std::optional<at::ScalarType> dtype);
+
 const char* op_name(ReduceOp op);
 
 // One device's kernels of the four ops, as TORCH_LIBRARY_IMPL registers them: for callers that
@@ -62,11 +67,15 @@ using VarKernel = at::Tensor (*)(const at::Tensor&, at::OptionalIntArrayRef, con
                                  bool);
 using VarMeanKernel = std::tuple<at::Tensor, at::Tensor> (*)(const at::Tensor&, at::OptionalIntArrayRef,
                                                              const std::optional<at::Scalar>&, bool);
+using NanKernel = at::Tensor (*)(const at::Tensor&, at::OptionalIntArrayRef, bool, std::optional<at::ScalarType>);
+using LogSumExpKernel = at::Tensor (*)(const at::Tensor&, at::IntArrayRef, bool);
 struct DeviceKernels {
   SumKernel sum, mean;
   ExtremumKernel amax, amin;
   VarKernel var, std;
   VarMeanKernel var_mean, std_mean;
+  NanKernel nansum, nanmean;
+  LogSumExpKernel logsumexp;
 };
 DeviceKernels cpu_kernels();
 DeviceKernels cuda_kernels();  // only in a build with CUDA

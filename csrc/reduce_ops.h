@@ -152,4 +152,82 @@ struct VarOp {
   TREDUCE_HOST_DEVICE static A project2(const acc_t& a, const ProjectArgs&) { return a.mean; }
 };
 
+// nansum: a NaN counts as zero.
+template <class A>
+struct NanSumOp : ScalarOp<A> {
+  TREDUCE_HOST_DEVICE static A identity() { return A(0); }
+  TREDUCE_HOST_DEVICE static A enter(A v) { return v != v ? A(0) : v; }
+  TREDUCE_HOST_DEVICE static A combine(A a, A b) { return a + b; }
+  TREDUCE_HOST_DEVICE static A reduce(A a, A v) { return a + enter(v); }
+};
+
+// nanmean: the sum and the count of the elements that are not NaN (the count in A: exact up to
+// 2^24 in float, and a partial never counts more one element at a time).
+template <class A>
+struct SumCount {
+  A sum, n;
+};
+
+template <class A>
+struct NanMeanOp {
+  using value_t = A;
+  using acc_t = SumCount<A>;
+  static constexpr int kOutputs = 1;
+  static constexpr bool kPlain = false;
+  TREDUCE_HOST_DEVICE static acc_t identity() { return {A(0), A(0)}; }
+  TREDUCE_HOST_DEVICE static acc_t enter(A v) { return v != v ? acc_t{A(0), A(0)} : acc_t{v, A(1)}; }
+  TREDUCE_HOST_DEVICE static acc_t combine(const acc_t& a, const acc_t& b) { return {a.sum + b.sum, a.n + b.n}; }
+  TREDUCE_HOST_DEVICE static acc_t reduce(const acc_t& a, A v) { return combine(a, enter(v)); }
+  TREDUCE_HOST_DEVICE static A project(const acc_t& a, const ProjectArgs&) { return a.sum / a.n; }  // 0/0: NaN
+  TREDUCE_HOST_DEVICE static A project2(const acc_t& a, const ProjectArgs& args) { return project(a, args); }
+};
+
+// logsumexp: the running maximum and the sum of exp(x - maximum), rescaled when the maximum
+// grows: one read, one exp an element. A NaN wins the maximum; an infinite or NaN maximum is
+// the result (torch's masking of infinite maxima), so the sum is not read then. A term at the
+// maximum counts 1 without an exp, which keeps inf - inf out of it.
+template <class A>
+struct MaxSum {
+  A max, sum;
+};
+
+template <class A>
+struct LogSumExpOp {
+  using value_t = A;
+  using acc_t = MaxSum<A>;
+  static constexpr int kOutputs = 1;
+  static constexpr bool kPlain = false;
+  TREDUCE_HOST_DEVICE static A max_nan(A a, A b) { return (a != a || a > b) ? a : b; }
+  TREDUCE_HOST_DEVICE static A scale(A v, A m) { return v == m ? A(1) : std::exp(v - m); }
+  TREDUCE_HOST_DEVICE static acc_t identity() { return {-std::numeric_limits<A>::infinity(), A(0)}; }
+  TREDUCE_HOST_DEVICE static acc_t enter(A v) { return {v, A(1)}; }
+  TREDUCE_HOST_DEVICE static acc_t combine(const acc_t& a, const acc_t& b) {
+    const A m = max_nan(a.max, b.max);
+    return {m, a.sum * scale(a.max, m) + b.sum * scale(b.max, m)};
+  }
+  TREDUCE_HOST_DEVICE static acc_t reduce(const acc_t& a, A v) {
+    if (v > a.max) return {v, a.sum * std::exp(a.max - v) + A(1)};
+    if (v != v) return {v, a.sum};
+    return {a.max, a.sum + scale(v, a.max)};
+  }
+  // N values in registers: their maximum, then one exp each.
+  template <int N>
+  TREDUCE_HOST_DEVICE static acc_t reduce_values(const A (&t)[N]) {
+    A m = t[0];
+    TREDUCE_UNROLL
+    for (int j = 1; j < N; ++j) m = max_nan(m, t[j]);
+    A s = A(0);
+    TREDUCE_UNROLL
+    for (int j = 0; j < N; ++j) s += scale(t[j], m);
+    return {m, s};
+  }
+  TREDUCE_HOST_DEVICE static A project(const acc_t& a, const ProjectArgs&) {
+    if (a.max != a.max || a.max == std::numeric_limits<A>::infinity() ||
+        a.max == -std::numeric_limits<A>::infinity())
+      return a.max;
+    return a.max + std::log(a.sum);
+  }
+  TREDUCE_HOST_DEVICE static A project2(const acc_t& a, const ProjectArgs& args) { return project(a, args); }
+};
+
 }  // namespace treduce

@@ -6,6 +6,11 @@
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/mean_cpu_dispatch.h>
+#include <ATen/ops/nanmean_compositeimplicitautograd_dispatch.h>
+#include <ATen/ops/std_cpu_dispatch.h>
+#include <ATen/ops/std_mean_cpu_dispatch.h>
+#include <ATen/ops/var_cpu_dispatch.h>
+#include <ATen/ops/var_mean_cpu_dispatch.h>
 #include <torch/library.h>
 
 #include <algorithm>
@@ -60,7 +65,8 @@ std::vector<std::string> variants_op(c10::string_view device) {
 }  // namespace
 
 const char* op_name(ReduceOp op) {
-  constexpr const char* kNames[kNumReduceOps] = {"sum", "mean", "amax", "amin", "var", "std", "var_mean", "std_mean"};
+  constexpr const char* kNames[kNumReduceOps] = {"sum", "mean",     "amax",    "amin",   "var",      "std",
+                                                 "var_mean", "std_mean", "nansum", "nanmean", "logsumexp"};
   return kNames[static_cast<int>(op)];
 }
 
@@ -88,12 +94,29 @@ bool mean_dtype_error_is_not_implemented() {
   TORCH_CHECK(false, message);
 }
 
+// torch's own error for an op that takes no integers (its type and wording change between
+// releases: RuntimeError up to 2.14, NotImplementedError from 2.15, and var_mean names itself),
+// raised by torch's kernel on an empty tensor of that dtype, called directly: it checks the dtype
+// before any work (and directly, so that the override's kernels do not get the call back).
+[[noreturn]] void integer_input_error(ReduceOp op, DType in, const std::string& fallback) {
+  const at::Tensor probe = at::empty({0}, at::TensorOptions().dtype(to_scalar_type(in)));
+  switch (op) {
+    case ReduceOp::Var: (void)at::cpu::var(probe); break;
+    case ReduceOp::Std: (void)at::cpu::std(probe); break;
+    case ReduceOp::VarMean: (void)at::cpu::var_mean(probe); break;
+    case ReduceOp::StdMean: (void)at::cpu::std_mean(probe); break;
+    case ReduceOp::NanMean: (void)at::compositeimplicitautograd::nanmean(probe); break;
+    default: break;
+  }
+  TORCH_CHECK(false, fallback);  // torch took it after all: ours is the message
+}
+
 // The types of each op, as torch gives them.
 SumTypes plan_types(ReduceOp op, DType in, std::optional<at::ScalarType> dtype) {
   const char* name = op_name(op);
   if (op == ReduceOp::Max || op == ReduceOp::Min) return {in, in, minmax_acc_dtype(in), in};
   if (is_var_family(op)) {
-    TORCH_CHECK(!is_integral(in), "std and var only support floating point and complex dtypes");
+    if (is_integral(in)) integer_input_error(op, in, "std and var only support floating point and complex dtypes");
     return {in, in, in == DType::Double ? DType::Double : DType::Float, in};
   }
   const DType out = dtype ? to_dtype(op, *dtype, "dtype=") : default_sum_dtype(in);  // TypeError first
@@ -188,9 +211,11 @@ void plan_layout(Prepared& p, const at::Tensor& self, at::OptionalIntArrayRef di
     return;
   }
   if (self.numel() == 0) {  // a reduced dim of size 0: the op's value for no elements
-    if (p.op == ReduceOp::Mean || is_var_family(p.op)) {
+    if (p.op == ReduceOp::Mean || p.op == ReduceOp::NanMean || is_var_family(p.op)) {
       p.out.fill_(std::numeric_limits<double>::quiet_NaN());
       if (p.out2.defined()) p.out2.fill_(std::numeric_limits<double>::quiet_NaN());
+    } else if (p.op == ReduceOp::LogSumExp) {
+      p.out.fill_(-std::numeric_limits<double>::infinity());
     } else {
       p.out.zero_();
     }
@@ -249,6 +274,36 @@ Prepared prepare_reduce(ReduceOp op, const at::Tensor& self, c10::string_view va
     p.layout.reduced = self.numel();
     p.layout.in_reduced = 1;
   }
+  return p;
+}
+
+Prepared prepare_nan_or_lse(ReduceOp op, const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
+                            std::optional<at::ScalarType> dtype) {
+  check_device(op, self);
+  const DType in = to_dtype(op, self.scalar_type(), "input dtype");
+  if (op == ReduceOp::NanSum && is_integral(in)) {
+    return prepare_reduce(ReduceOp::Sum, self, "auto", dim, keepdim, dtype);  // no NaN: a sum, as torch
+  }
+  if (op == ReduceOp::NanMean && is_integral(in)) {
+    integer_input_error(op, in, std::string("nanmean(): expected input to have floating point or complex dtype but got ") +
+                                    c10::toString(self.scalar_type()));
+  }
+  DType out = in;
+  if (op == ReduceOp::LogSumExp) {
+    if (is_integral(in)) out = DType::Float;  // as torch: integers give the default float dtype
+  } else if (dtype) {
+    out = to_dtype(op, *dtype, "dtype=");
+    // torch's nansum kernel (nanmean sums through it) has floating types only.
+    TORCH_CHECK_NOT_IMPLEMENTED(!is_integral(out), "\"nansum_", self.device().is_cpu() ? "cpu" : "cuda",
+                                "\" not implemented for '", c10::toString(*dtype), "'");
+  }
+  Prepared p;
+  p.op = op;
+  p.types = {out, out, out == DType::Double ? DType::Double : DType::Float, out};
+  p.variant = lookup_variant(op, self.device().type(), "auto");
+  // Another dtype: the elements converted first (each exactly, or as torch rounds them), so that
+  // the kernels run for the four floating types only.
+  plan_layout(p, out == in ? self : self.to(to_scalar_type(out)), dim, keepdim);
   return p;
 }
 
@@ -336,6 +391,21 @@ std::tuple<at::Tensor, at::Tensor> std_mean(const at::Tensor& x, at::OptionalInt
   return op.call(x, dim, correction, keepdim);
 }
 
+at::Tensor nansum(const at::Tensor& x, at::OptionalIntArrayRef dim, bool keepdim, std::optional<at::ScalarType> dtype) {
+  static const auto op = op_handle<NanSignature>("treduce::nansum");
+  return op.call(x, dim, keepdim, dtype);
+}
+
+at::Tensor nanmean(const at::Tensor& x, at::OptionalIntArrayRef dim, bool keepdim, std::optional<at::ScalarType> dtype) {
+  static const auto op = op_handle<NanSignature>("treduce::nanmean");
+  return op.call(x, dim, keepdim, dtype);
+}
+
+at::Tensor logsumexp(const at::Tensor& x, at::IntArrayRef dim, bool keepdim) {
+  static const auto op = op_handle<LogSumExpSignature>("treduce::logsumexp");
+  return op.call(x, dim, keepdim);
+}
+
 #ifndef TREDUCE_WITH_CUDA
 VariantTable cuda_variants() { return {nullptr, 0}; }
 #endif
@@ -358,6 +428,9 @@ TORCH_LIBRARY(treduce, m) {
         "(Tensor, Tensor)");
   m.def("std_mean(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False) -> "
         "(Tensor, Tensor)");
+  m.def("nansum(Tensor self, int[1]? dim=None, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor");
+  m.def("nanmean(Tensor self, int[1]? dim=None, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor");
+  m.def("logsumexp(Tensor self, int[1] dim, bool keepdim=False) -> Tensor");
   m.def("variants(str device) -> str[]", &treduce::variants_op);
   // Diagnostic, for the benchmark (CUDA only): reads every byte of a contiguous tensor and
   // nothing else. The result is meaningless; the time is the memory's read bandwidth.

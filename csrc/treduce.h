@@ -20,6 +20,9 @@ using SumSignature = at::Tensor(const at::Tensor&, c10::string_view, at::Optiona
 using MinMaxSignature = at::Tensor(const at::Tensor&, c10::string_view, at::OptionalIntArrayRef, bool);
 // var and std, var_mean and std_mean: aten's correction overloads.
 using VarSignature = at::Tensor(const at::Tensor&, at::OptionalIntArrayRef, const std::optional<at::Scalar>&, bool);
+// nansum and nanmean (aten's), logsumexp (aten's).
+using NanSignature = at::Tensor(const at::Tensor&, at::OptionalIntArrayRef, bool, std::optional<at::ScalarType>);
+using LogSumExpSignature = at::Tensor(const at::Tensor&, at::IntArrayRef, bool);
 using VarMeanSignature = std::tuple<at::Tensor, at::Tensor>(const at::Tensor&, at::OptionalIntArrayRef,
                                                             const std::optional<at::Scalar>&, bool);
 
@@ -48,5 +51,12 @@ std::tuple<at::Tensor, at::Tensor> var_mean(const at::Tensor& x, at::OptionalInt
 std::tuple<at::Tensor, at::Tensor> std_mean(const at::Tensor& x, at::OptionalIntArrayRef dim = std::nullopt,
                                             const std::optional<at::Scalar>& correction = std::nullopt,
                                             bool keepdim = false);
+
+// torch.nansum, torch.nanmean (NaN counts as absent) and torch.logsumexp (dim {} : every dim), by "auto".
+at::Tensor nansum(const at::Tensor& x, at::OptionalIntArrayRef dim = std::nullopt, bool keepdim = false,
+                  std::optional<at::ScalarType> dtype = std::nullopt);
+at::Tensor nanmean(const at::Tensor& x, at::OptionalIntArrayRef dim = std::nullopt, bool keepdim = false,
+                   std::optional<at::ScalarType> dtype = std::nullopt);
+at::Tensor logsumexp(const at::Tensor& x, at::IntArrayRef dim, bool keepdim = false);
 
 }  // namespace treduce

@@ -103,17 +103,19 @@ def main() -> int:
                 if not ok:
                     failures += 1
                     print(f"WRONG {op} {name} {dtype} dim={dims}")
-    # The statistics (a struct accumulator: Welford's): every dims path, and full reductions of
-    # every size from aligned and misaligned starts.
+    # The statistics and the other struct accumulators (Welford's; nanmean's sum and count;
+    # logsumexp's maximum and sum) and nansum: every dims path, and full reductions of every size
+    # from aligned and misaligned starts.
     stat_inputs = [(name, make, dims) for name, make, dims in DIMS_CASES]
     stat_inputs += [(f"n={n} offset={o}", (lambda d, n=n, o=o: _small_ints((n + o,), d)[o:]), None)
                     for n in SIZES[1:] + SHORT_SIZES for o in (0, 1)]
     for name, make, dims in stat_inputs:
         for dtype in (torch.float32, torch.bfloat16, torch.float64):
             x = make(dtype)
-            for op in ("var", "std_mean"):
-                got = getattr(torch_reduce, op)(x, dims)
-                want = getattr(torch, op)(x.cpu().double(), dims)
+            for op in ("var", "std_mean", "nansum", "nanmean", "logsumexp"):
+                d = dims if dims is not None or op != "logsumexp" else 0
+                got = getattr(torch_reduce, op)(x, d)
+                want = getattr(torch, op)(x.cpu().double(), d)
                 got, want = (got if isinstance(got, tuple) else (got,)), (want if isinstance(want, tuple) else (want,))
                 checked += 1
                 ok = all(torch.allclose(g.cpu().double(), w, rtol=1e-2, atol=1e-3, equal_nan=True)

@@ -80,6 +80,12 @@ ROUTED = [
     ("torch.var_mean(x, 1)", "var_mean"),
     ("torch.var_mean(x, unbiased=False)", "var_mean"),
     ("torch.std_mean(x, dim=[0, 2], keepdim=True, correction=0)", "std_mean"),
+    ("torch.nansum(x)", "nansum"),
+    ("x.nansum(1, keepdim=True)", "nansum"),
+    ("torch.nansum(x, (0, 2), dtype=torch.float64)", "nansum"),
+    ("torch.logsumexp(x, 1)", "logsumexp"),
+    ("x.logsumexp((0, 2), True)", "logsumexp"),
+    ("torch.logsumexp(x, dim=-1, keepdim=True)", "logsumexp"),
 ]
 
 ROUTED_TOO = "routed"  # a fallback of the Python mode that the dispatcher mode routes
@@ -100,6 +106,7 @@ FALLBACKS = [
     fallback("torch.var(x, 1, out=out)", "var", "out=", "out="),
     fallback("torch.std(x, (0, 1), correction=0, out=out)", "std", "out=", "out="),
     fallback("torch.var(c, 1)", "var", "input dtype", "input dtype"),
+    fallback("torch.nansum(x, 1, out=out)", "nansum", "out=", "out="),
     fallback("n.sum('C')", "sum", "named dim", "named tensor", needs_named_tensors),
     fallback("n.mean(['A', 'C'], keepdim=True)", "mean", "named dim", "named tensor", needs_named_tensors),
     fallback("n.sum(1)", "sum", "named tensor", "named tensor", needs_named_tensors),

@@ -62,11 +62,12 @@ def _load_ops_library() -> dict:
 _BUILD_INFO = _load_ops_library()
 
 from .ops import (  # noqa: E402
-    SUPPORTED_DTYPES, Variant, amax, amin, mean, result_dtype, std, std_mean, sum, var, var_mean, variants,
+    SUPPORTED_DTYPES, Variant, amax, amin, logsumexp, mean, nanmean, nansum, result_dtype, std, std_mean, sum, var,
+    var_mean, variants,
 )
 from .override import override  # noqa: E402
 
 __all__ = [
     "SUPPORTED_DTYPES", "Variant", "__version__", "amax", "amin", "build_info", "mean", "override",
-    "result_dtype", "std", "std_mean", "sum", "var", "var_mean", "variants",
+    "logsumexp", "nanmean", "nansum", "result_dtype", "std", "std_mean", "sum", "var", "var_mean", "variants",
 ]

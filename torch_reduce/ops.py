@@ -30,6 +30,9 @@ _VAR = torch.ops.treduce.var.default
 _STD = torch.ops.treduce.std.default
 _VAR_MEAN = torch.ops.treduce.var_mean.default
 _STD_MEAN = torch.ops.treduce.std_mean.default
+_NANSUM = torch.ops.treduce.nansum.default
+_NANMEAN = torch.ops.treduce.nanmean.default
+_LOGSUMEXP = torch.ops.treduce.logsumexp.default
 
 
 class Variant(NamedTuple):
@@ -145,6 +148,34 @@ def std_mean(x: torch.Tensor, dim: Dims | bool = None, unbiased: bool | None = N
     return _stat_call(_STD_MEAN, "std_mean", x, dim, unbiased, keepdim, correction)
 
 
+def _nan_call(op, x, dim, keepdim, dtype):
+    if dtype is not None:
+        return op(x, _dim_list(dim), keepdim, dtype=dtype)
+    if keepdim:
+        return op(x, _dim_list(dim), keepdim)
+    if dim is not None:
+        return op(x, _dim_list(dim))
+    return op(x)
+
+
+def nansum(x: torch.Tensor, dim: Dims = None, keepdim: bool = False, *,
+           dtype: torch.dtype | None = None) -> torch.Tensor:
+    """``torch.nansum``: NaN counts as zero; integers and bool as ``torch.sum``."""
+    return _nan_call(_NANSUM, x, dim, keepdim, dtype)
+
+
+def nanmean(x: torch.Tensor, dim: Dims = None, keepdim: bool = False, *,
+            dtype: torch.dtype | None = None) -> torch.Tensor:
+    """``torch.nanmean``: the mean of the elements that are not NaN (NaN where all are)."""
+    return _nan_call(_NANMEAN, x, dim, keepdim, dtype)
+
+
+def logsumexp(x: torch.Tensor, dim: int | Sequence[int], keepdim: bool = False) -> torch.Tensor:
+    """``torch.logsumexp``: log(sum(exp(x))) over ``dim`` without overflow, from one read (a running
+    maximum and a rescaled sum). Integer inputs give float32, as torch. ``dim=()`` reduces every dim."""
+    return _LOGSUMEXP(x, _dim_list(dim), keepdim) if keepdim else _LOGSUMEXP(x, _dim_list(dim))
+
+
 def variants(device: str | torch.device = "cuda") -> list[Variant]:
     """The variants that tensors on ``device`` ('cpu' or 'cuda') can use, in ladder order.
 
@@ -202,3 +233,19 @@ for _name in ("var", "std"):
     torch.library.register_fake(f"treduce::{_name}")(_stat_fake)
 for _name in ("var_mean", "std_mean"):
     torch.library.register_fake(f"treduce::{_name}")(_stat_pair_fake)
+
+
+@torch.library.register_fake("treduce::nansum")
+def _nansum_fake(x, dim=None, keepdim=False, *, dtype=None):
+    return x.new_empty(_reduced_shape(x, dim, keepdim), dtype=result_dtype(x.dtype, dtype))
+
+
+@torch.library.register_fake("treduce::nanmean")
+def _nanmean_fake(x, dim=None, keepdim=False, *, dtype=None):
+    return x.new_empty(_reduced_shape(x, dim, keepdim), dtype=dtype or x.dtype)
+
+
+@torch.library.register_fake("treduce::logsumexp")
+def _logsumexp_fake(x, dim, keepdim=False):
+    dtype = x.dtype if x.dtype.is_floating_point else torch.float32
+    return x.new_empty(_reduced_shape(x, dim, keepdim), dtype=dtype)

@@ -6,12 +6,13 @@
     print(ov.routed, ov.fallback, ov.fallback_reasons)
 
 Two modes. Counts: ov.routed and ov.fallback count calls by function ("sum", "mean", "amax",
-"amin", "var", "std", "var_mean", "std_mean"), ov.fallback_reasons by reason.
+"amin", "var", "std", "var_mean", "std_mean", "nansum", "nanmean", "logsumexp"), ov.fallback_reasons
+by reason.
 
 mode="dispatcher" (the default): while a block is open, torch_reduce's kernels are aten's CPU and
-CUDA kernels of sum, sum.dim_IntList, mean, mean.dim, amax, amin and the correction overloads of
-var, std, var_mean and std_mean (csrc/aten_override.cpp; torch.var(x, unbiased) and the other
-overloads are torch's composites over these).
+CUDA kernels of sum, sum.dim_IntList, mean, mean.dim, amax, amin, the correction overloads of
+var, std, var_mean and std_mean, nansum, nanmean and logsumexp (csrc/aten_override.cpp;
+torch.var(x, unbiased) and the other overloads are torch's composites over these).
 Every caller reaches them, C++ callers included (autograd's reductions, at::sum in other
 extensions), with no Python on the way, so the rest of the model runs at its usual speed. They
 sit below autograd, autocast, torch.func and tensor subclasses, which keep torch's own rules.
@@ -26,7 +27,8 @@ torch.compile a compiled graph keeps inductor's own reductions, which fuse with 
 them (only an aten call that inductor leaves to eager code reaches torch_reduce).
 
 mode="python": a TorchFunctionMode. torch.sum, torch.mean, torch.amax, torch.amin, torch.var,
-torch.std, torch.var_mean, torch.std_mean and the Tensor methods of the same names go to the
+torch.std, torch.var_mean, torch.std_mean, torch.nansum, torch.nanmean, torch.logsumexp and the
+Tensor methods of the same names go to the
 torch_reduce functions of the same names ("auto"), with the same arguments; every torch call passes through one Python function, which costs eager
 code a few microseconds a call, and calls made inside torch (C++) are not seen. A call the ops do
 not take (out=, named dims or tensors, a dtype outside SUPPORTED_DTYPES, a device other than
@@ -62,6 +64,9 @@ _ROUTES = {
     torch.std: "std", torch.Tensor.std: "std",
     torch.var_mean: "var_mean",
     torch.std_mean: "std_mean",
+    torch.nansum: "nansum", torch.Tensor.nansum: "nansum",
+    torch.nanmean: "nanmean", torch.Tensor.nanmean: "nanmean",
+    torch.logsumexp: "logsumexp", torch.Tensor.logsumexp: "logsumexp",
 }
 # Each wrapper's positional parameters (as torch's function has them) and its keyword-only ones;
 # both go to the wrapper by name.
@@ -70,9 +75,10 @@ _STATS = (("input", "dim", "unbiased", "keepdim"), ("correction",))
 _SIGNATURES = {
     "sum": (_REDUCE[0], ("dtype",)), "mean": (_REDUCE[0], ("dtype",)), "amax": _REDUCE, "amin": _REDUCE,
     "var": _STATS, "std": _STATS, "var_mean": _STATS, "std_mean": _STATS,
+    "nansum": (_REDUCE[0], ("dtype",)), "nanmean": (_REDUCE[0], ("dtype",)), "logsumexp": _REDUCE,
 }
 # Autocast may run these in float32 (CUDA's does for aten::sum); a custom op gets no such cast.
-_AUTOCAST_FP32 = frozenset({"sum"})
+_AUTOCAST_FP32 = frozenset({"sum", "logsumexp"})
 
 # The active overrides of this thread, innermost last (torch's mode stack is per thread too).
 _local = threading.local()
@@ -118,6 +124,8 @@ def _parse(name: str, args: tuple, kwargs: dict):
     dim, keepdim = call.get("dim"), call.get("keepdim", False)
     if "keepdim" in call and "dim" not in call and name in ("sum", "mean"):
         return "arguments"  # torch.sum(x, keepdim=True) is a TypeError
+    if name == "logsumexp" and "dim" not in call:
+        return "arguments"  # dim is required
     if "unbiased" in positional and type(dim) is bool and "unbiased" not in call:
         call["unbiased"], dim = call.pop("dim"), None  # torch.var(x, unbiased)
     if type(x) is not torch.Tensor and type(x) is not torch.nn.Parameter:

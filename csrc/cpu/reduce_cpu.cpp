@@ -255,9 +255,8 @@ void run_sum(Variant v, const Prepared& p) {
   }
 }
 
-at::Tensor sum_or_mean(ReduceOp op, const at::Tensor& self, c10::string_view variant,
-                       at::OptionalIntArrayRef dim, bool keepdim, std::optional<at::ScalarType> dtype) {
-  const Prepared p = prepare_reduce(op, self, variant, dim, keepdim, dtype);
+// A prepared sum or mean, by its variant.
+at::Tensor run_sum_or_mean(const Prepared& p) {
   if (p.done) return p.out;
   const auto v = static_cast<Variant>(p.variant);
   const SumTypes& t = p.types;
@@ -269,6 +268,11 @@ at::Tensor sum_or_mean(ReduceOp op, const at::Tensor& self, c10::string_view var
   TREDUCE_SUM_COMBOS(TREDUCE_DISPATCH)
 #undef TREDUCE_DISPATCH
   TORCH_INTERNAL_ASSERT(false, "no instantiation for this dtype combination");
+}
+
+at::Tensor sum_or_mean(ReduceOp op, const at::Tensor& self, c10::string_view variant,
+                       at::OptionalIntArrayRef dim, bool keepdim, std::optional<at::ScalarType> dtype) {
+  return run_sum_or_mean(prepare_reduce(op, self, variant, dim, keepdim, dtype));
 }
 
 at::Tensor sum_cpu(const at::Tensor& self, c10::string_view variant, at::OptionalIntArrayRef dim,
@@ -314,6 +318,38 @@ void run_var(const Prepared& p) {
   }
 }
 
+// nansum, nanmean and logsumexp, in the accumulator CUDA uses (float; double for float64).
+template <template <class> class OpT>
+void run_float_op(const Prepared& p) {
+  switch (p.types.in) {
+#define TREDUCE_DISPATCH(IN, ACC)                                                                          \
+  case DType::IN: {                                                                                        \
+    using In = ctype_t<DType::IN>;                                                                         \
+    return reduce_auto<In, In, OpT<ctype_t<DType::ACC>>>(p.input.const_data_ptr<In>(), p.layout, sink_of(p)); \
+  }
+    TREDUCE_FLOAT_COMBOS(TREDUCE_DISPATCH)
+#undef TREDUCE_DISPATCH
+    default: TORCH_INTERNAL_ASSERT(false, "no instantiation for this dtype");
+  }
+}
+
+template <ReduceOp kOp>
+at::Tensor nan_cpu(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
+                   std::optional<at::ScalarType> dtype) {
+  const Prepared p = prepare_nan_or_lse(kOp, self, dim, keepdim, dtype);
+  if (p.done) return p.out;
+  if (p.op == ReduceOp::Sum) return run_sum_or_mean(p);  // an integer nansum
+  if (kOp == ReduceOp::NanSum) run_float_op<NanSumOp>(p);
+  else run_float_op<NanMeanOp>(p);
+  return p.out;
+}
+
+at::Tensor logsumexp_cpu(const at::Tensor& self, at::IntArrayRef dim, bool keepdim) {
+  const Prepared p = prepare_nan_or_lse(ReduceOp::LogSumExp, self, dim, keepdim, std::nullopt);
+  if (!p.done) run_float_op<LogSumExpOp>(p);
+  return p.out;
+}
+
 template <ReduceOp kOp>
 at::Tensor var_cpu(const at::Tensor& self, at::OptionalIntArrayRef dim, const std::optional<at::Scalar>& correction,
                    bool keepdim) {
@@ -341,7 +377,9 @@ DeviceKernels cpu_kernels() {
   return {&cpu::sum_cpu,                          &cpu::mean_cpu,
           &cpu::extremum_cpu<true>,               &cpu::extremum_cpu<false>,
           &cpu::var_cpu<ReduceOp::Var>,           &cpu::var_cpu<ReduceOp::Std>,
-          &cpu::var_mean_cpu<ReduceOp::VarMean>,  &cpu::var_mean_cpu<ReduceOp::StdMean>};
+          &cpu::var_mean_cpu<ReduceOp::VarMean>,  &cpu::var_mean_cpu<ReduceOp::StdMean>,
+          &cpu::nan_cpu<ReduceOp::NanSum>,        &cpu::nan_cpu<ReduceOp::NanMean>,
+          &cpu::logsumexp_cpu};
 }
 
 }  // namespace treduce
@@ -356,4 +394,7 @@ TORCH_LIBRARY_IMPL(treduce, CPU, m) {
   m.impl("std", k.std);
   m.impl("var_mean", k.var_mean);
   m.impl("std_mean", k.std_mean);
+  m.impl("nansum", k.nansum);
+  m.impl("nanmean", k.nanmean);
+  m.impl("logsumexp", k.logsumexp);
 }

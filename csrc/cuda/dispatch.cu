@@ -121,6 +121,26 @@ cudaError_t launch_reduce(const ReduceArgs& a, size_t* workspace_bytes) {
       TREDUCE_VAR_COMBOS(TREDUCE_DISPATCH)
 #undef TREDUCE_DISPATCH
       break;
+#define TREDUCE_DISPATCH(IN, ACC)                                                        \
+  if (t.in == DType::IN)                                                                 \
+    return run_reduce<Reduction<ctype_t<DType::IN>, ctype_t<DType::IN>, OP<ctype_t<DType::ACC>>>>( \
+        a, workspace_bytes);
+    case ReduceOp::NanSum:
+#define OP NanSumOp
+      TREDUCE_FLOAT_COMBOS(TREDUCE_DISPATCH)
+#undef OP
+      break;
+    case ReduceOp::NanMean:
+#define OP NanMeanOp
+      TREDUCE_FLOAT_COMBOS(TREDUCE_DISPATCH)
+#undef OP
+      break;
+    case ReduceOp::LogSumExp:
+#define OP LogSumExpOp
+      TREDUCE_FLOAT_COMBOS(TREDUCE_DISPATCH)
+#undef OP
+      break;
+#undef TREDUCE_DISPATCH
   }
   return cudaErrorInvalidValue;
 }

@@ -85,6 +85,18 @@ std::tuple<at::Tensor, at::Tensor> var_mean_cuda(const at::Tensor& self, at::Opt
   return {p.out, p.out2};
 }
 
+template <ReduceOp kOp>
+at::Tensor nan_cuda(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
+                    std::optional<at::ScalarType> dtype) {
+  const c10::cuda::CUDAGuard guard(self.device());
+  return run(prepare_nan_or_lse(kOp, self, dim, keepdim, dtype));
+}
+
+at::Tensor logsumexp_cuda(const at::Tensor& self, at::IntArrayRef dim, bool keepdim) {
+  const c10::cuda::CUDAGuard guard(self.device());
+  return run(prepare_nan_or_lse(ReduceOp::LogSumExp, self, dim, keepdim, std::nullopt));
+}
+
 at::Tensor read_probe_cuda(const at::Tensor& self) {
   TORCH_CHECK(self.is_contiguous(), "treduce._read_probe: expected a contiguous tensor");
   const c10::cuda::CUDAGuard guard(self.device());
@@ -106,7 +118,9 @@ DeviceKernels cuda_kernels() {
   return {&cuda::sum_or_mean_cuda<ReduceOp::Sum>,   &cuda::sum_or_mean_cuda<ReduceOp::Mean>,
           &cuda::extremum_cuda<ReduceOp::Max>,      &cuda::extremum_cuda<ReduceOp::Min>,
           &cuda::var_cuda<ReduceOp::Var>,           &cuda::var_cuda<ReduceOp::Std>,
-          &cuda::var_mean_cuda<ReduceOp::VarMean>,  &cuda::var_mean_cuda<ReduceOp::StdMean>};
+          &cuda::var_mean_cuda<ReduceOp::VarMean>,  &cuda::var_mean_cuda<ReduceOp::StdMean>,
+          &cuda::nan_cuda<ReduceOp::NanSum>,        &cuda::nan_cuda<ReduceOp::NanMean>,
+          &cuda::logsumexp_cuda};
 }
 }  // namespace treduce
 
@@ -120,5 +134,8 @@ TORCH_LIBRARY_IMPL(treduce, CUDA, m) {
   m.impl("std", k.std);
   m.impl("var_mean", k.var_mean);
   m.impl("std_mean", k.std_mean);
+  m.impl("nansum", k.nansum);
+  m.impl("nanmean", k.nanmean);
+  m.impl("logsumexp", k.logsumexp);
   m.impl("_read_probe", &treduce::cuda::read_probe_cuda);
 }
