@@ -5,8 +5,11 @@
 
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/zeros.h>
 #include <ATen/ops/mean_cpu_dispatch.h>
+#include <ATen/ops/isnan.h>
 #include <ATen/ops/nanmean_compositeimplicitautograd_dispatch.h>
+#include <ATen/ops/nansum_cpu_dispatch.h>
 #include <ATen/ops/std_cpu_dispatch.h>
 #include <ATen/ops/std_mean_cpu_dispatch.h>
 #include <ATen/ops/var_cpu_dispatch.h>
@@ -109,6 +112,24 @@ bool mean_dtype_error_is_not_implemented() {
     default: break;
   }
   TORCH_CHECK(false, fallback);  // torch took it after all: ours is the message
+}
+
+// nansum and nanmean of floats with an integer dtype=: torch's answer changes between releases
+// (its nansum kernel refused integer results up to torch 2.14 and takes them from 2.15; its
+// nanmean refuses them with another error from 2.15). Asked of torch's own kernel on a
+// one-element tensor (an empty one skips the check), called directly; its error passes through
+// (with the device's kernel name, which the CPU probe cannot know). Returns when torch computes it.
+void integer_dtype_error(ReduceOp op, DType in, at::ScalarType dtype, const c10::Device& device) {
+  const at::Tensor probe = at::zeros({1}, at::TensorOptions().dtype(to_scalar_type(in)));
+  try {
+    if (op == ReduceOp::NanMean) (void)at::compositeimplicitautograd::nanmean(probe, std::nullopt, false, dtype);
+    else (void)at::cpu::nansum(probe, std::nullopt, false, dtype);
+  } catch (const c10::NotImplementedError&) {
+    TORCH_CHECK_NOT_IMPLEMENTED(false, "\"nansum_", device.is_cpu() ? "cpu" : "cuda", "\" not implemented for '",
+                                c10::toString(dtype), "'");
+  }
+  TORCH_CHECK(op != ReduceOp::NanMean, "nanmean(): could not infer output dtype. Optional dtype must be either a "
+              "floating point or complex dtype. Got: ", c10::toString(dtype));
 }
 
 // The types of each op, as torch gives them.
@@ -293,9 +314,11 @@ Prepared prepare_nan_or_lse(ReduceOp op, const at::Tensor& self, at::OptionalInt
     if (is_integral(in)) out = DType::Float;  // as torch: integers give the default float dtype
   } else if (dtype) {
     out = to_dtype(op, *dtype, "dtype=");
-    // torch's nansum kernel (nanmean sums through it) has floating types only.
-    TORCH_CHECK_NOT_IMPLEMENTED(!is_integral(out), "\"nansum_", self.device().is_cpu() ? "cpu" : "cuda",
-                                "\" not implemented for '", c10::toString(*dtype), "'");
+    if (is_integral(out)) {
+      integer_dtype_error(op, in, *dtype, self.device());
+      // torch 2.15's nansum takes it: each element truncated, NaN as 0, summed in integers.
+      return prepare_reduce(ReduceOp::Sum, self.masked_fill(self.isnan(), 0), "auto", dim, keepdim, dtype);
+    }
   }
   Prepared p;
   p.op = op;
