@@ -119,8 +119,10 @@ struct VarOp {
   TREDUCE_HOST_DEVICE static acc_t reduce(const acc_t& a, A v) { return combine(a, enter(v)); }
   // N values held in registers (a few loaded vectors): their mean, then the squared deviations
   // from it, two passes with no division (N is a power of two), with the corrected two-pass
-  // formula's term (Chan, Golub and LeVeque) that removes the error of the rounded mean: without
-  // it, a mean 10^4 times the spread biased float32 variances by 1e-6. The kernels take a group
+  // formula's term (Chan, Golub and LeVeque) that removes the error of the rounded mean from M2,
+  // and the same sum of deviations correcting the mean itself: without them, a mean 10^4 times
+  // the spread made float32 variances 4x less accurate than torch's (the group mean's rounding
+  // enters every later combine). The kernels take a group
   // of loads this way and combine the group into their accumulator once.
   template <int N>
   TREDUCE_HOST_DEVICE static acc_t reduce_values(const A (&t)[N]) {
@@ -141,7 +143,8 @@ struct VarOp {
       m2 += d * d;
       c += d;
     }
-    return {mean, m2 - c * c * (A(1) / A(N)), A(N)};
+    // c / N corrects the rounded mean too.
+    return {mean + c * (A(1) / A(N)), m2 - c * c * (A(1) / A(N)), A(N)};
   }
   // torch's divisor: count - correction, or 0 (a NaN or inf result) when that is not positive.
   TREDUCE_HOST_DEVICE static A project(const acc_t& a, const ProjectArgs& args) {
