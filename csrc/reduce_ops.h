@@ -8,7 +8,7 @@
 //   reduce(a, v)             element v into accumulator a (may be cheaper than combine(a, enter(v)))
 //   combine(a, b)            two accumulators into one; associative up to rounding
 //   project(a, args)         the stored result (a scalar, converted to the result dtype)
-//   kOutputs, project2(a)    a second result of the same call (var_mean's mean), when 2
+//   kOutputs, project2(a)    a second result of the same call (var_mean's mean); only with 2
 //   kPlain                   project(a, {}) == a: a result of the accumulator's dtype is stored as is
 // An operator may define reduce_values(t) for N values held in registers (default: enter each,
 // combine pairwise), where a form over all of them saves work (var: two passes, no division).
@@ -48,7 +48,6 @@ struct ScalarOp {
   static constexpr bool kPlain = true;
   TREDUCE_HOST_DEVICE static A enter(A v) { return v; }
   TREDUCE_HOST_DEVICE static A project(A v, const ProjectArgs& a) { return finalize(v, a.count); }
-  TREDUCE_HOST_DEVICE static A project2(A v, const ProjectArgs&) { return v; }
 };
 
 template <class A>
@@ -182,7 +181,6 @@ struct NanMeanOp {
   TREDUCE_HOST_DEVICE static acc_t combine(const acc_t& a, const acc_t& b) { return {a.sum + b.sum, a.n + b.n}; }
   TREDUCE_HOST_DEVICE static acc_t reduce(const acc_t& a, A v) { return combine(a, enter(v)); }
   TREDUCE_HOST_DEVICE static A project(const acc_t& a, const ProjectArgs&) { return a.sum / a.n; }  // 0/0: NaN
-  TREDUCE_HOST_DEVICE static A project2(const acc_t& a, const ProjectArgs& args) { return project(a, args); }
 };
 
 // logsumexp: the running maximum and the sum of exp(x - maximum), rescaled when the maximum
@@ -230,7 +228,6 @@ struct LogSumExpOp {
       return a.max;
     return a.max + std::log(a.sum);
   }
-  TREDUCE_HOST_DEVICE static A project2(const acc_t& a, const ProjectArgs& args) { return project(a, args); }
 };
 
 }  // namespace treduce

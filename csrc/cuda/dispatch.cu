@@ -95,6 +95,7 @@ cudaError_t launch_reduce(const ReduceArgs& a, size_t* workspace_bytes) {
       TREDUCE_SUM_COMBOS(TREDUCE_DISPATCH)
 #undef TREDUCE_DISPATCH
       break;
+// The other operators: one accumulator type per input dtype, read as it is.
 #define TREDUCE_DISPATCH(IN, ACC)                                                        \
   if (t.in == DType::IN)                                                                 \
     return run_reduce<Reduction<ctype_t<DType::IN>, ctype_t<DType::IN>, OP<ctype_t<DType::ACC>>>>( \
@@ -109,22 +110,14 @@ cudaError_t launch_reduce(const ReduceArgs& a, size_t* workspace_bytes) {
       TREDUCE_MINMAX_COMBOS(TREDUCE_DISPATCH)
 #undef OP
       break;
-#undef TREDUCE_DISPATCH
     case ReduceOp::Var:
     case ReduceOp::Std:
     case ReduceOp::VarMean:
     case ReduceOp::StdMean:  // one operator; a.project and a.out2 say what is stored
-#define TREDUCE_DISPATCH(IN, ACC)                                                        \
-  if (t.in == DType::IN)                                                                 \
-    return run_reduce<Reduction<ctype_t<DType::IN>, ctype_t<DType::IN>, VarOp<ctype_t<DType::ACC>>>>( \
-        a, workspace_bytes);
+#define OP VarOp
       TREDUCE_VAR_COMBOS(TREDUCE_DISPATCH)
-#undef TREDUCE_DISPATCH
+#undef OP
       break;
-#define TREDUCE_DISPATCH(IN, ACC)                                                        \
-  if (t.in == DType::IN)                                                                 \
-    return run_reduce<Reduction<ctype_t<DType::IN>, ctype_t<DType::IN>, OP<ctype_t<DType::ACC>>>>( \
-        a, workspace_bytes);
     case ReduceOp::NanSum:
 #define OP NanSumOp
       TREDUCE_FLOAT_COMBOS(TREDUCE_DISPATCH)
