@@ -62,12 +62,33 @@ def _other_cases() -> list[Case]:
         ("nansum(x, -1)", lambda x: torch.nansum(x, -1), lambda x: torch_reduce.nansum(x, -1), (65536, 128), f32),
         ("nanmean(x, 0)", lambda x: torch.nanmean(x, 0), lambda x: torch_reduce.nanmean(x, 0), (4096, 4096), f32),
         ("nanmean(x)", lambda x: torch.nanmean(x), lambda x: torch_reduce.nanmean(x), (1 << 28,), f32),
+        ("prod(x, -1)", lambda x: torch.prod(x, -1), lambda x: torch_reduce.prod(x, -1), (65536, 128), f32),
+        ("prod(x, 0)", lambda x: torch.prod(x, 0), lambda x: torch_reduce.prod(x, 0), (128, 65536), f32),
+    ]
+    return [Case(label, t, o, shape, dtype, 1e-2 if dtype == bf16 else 1e-5) for label, t, o, shape, dtype in c]
+
+
+def _norm_cases() -> list[Case]:
+    f32, bf16 = torch.float32, torch.bfloat16
+    norm = torch.linalg.vector_norm
+    ours = torch_reduce.vector_norm
+    inf = float("inf")
+    c = [
+        ("linalg.vector_norm(x)", lambda x: norm(x), lambda x: ours(x), (1 << 26,), f32),
+        ("linalg.vector_norm(x)", lambda x: norm(x), lambda x: ours(x), (1 << 26,), bf16),
+        ("linalg.vector_norm(x, dim=-1)", lambda x: norm(x, dim=-1), lambda x: ours(x, dim=-1), (65536, 128), f32),
+        # What else tells: other orders and layouts, and inputs past 256 MiB.
+        ("linalg.vector_norm(x, dim=-1)", lambda x: norm(x, dim=-1), lambda x: ours(x, dim=-1), (4096, 4096), bf16),
+        ("linalg.vector_norm(x, dim=0)", lambda x: norm(x, dim=0), lambda x: ours(x, dim=0), (4096, 4096), f32),
+        ("linalg.vector_norm(x, inf)", lambda x: norm(x, inf), lambda x: ours(x, inf), (1 << 26,), f32),
+        ("linalg.vector_norm(x, 1)", lambda x: norm(x, 1), lambda x: ours(x, 1), (1 << 26,), f32),
+        ("linalg.vector_norm(x)", lambda x: norm(x), lambda x: ours(x), (1 << 28,), f32),
     ]
     return [Case(label, t, o, shape, dtype, 1e-2 if dtype == bf16 else 1e-5) for label, t, o, shape, dtype in c]
 
 
 def cases() -> list[Case]:
-    return _var_cases() + _other_cases()
+    return _var_cases() + _norm_cases() + _other_cases()
 
 
 @dataclass

@@ -20,6 +20,8 @@
 #include <ATen/ops/var_mean_cpu_dispatch.h>
 #include <ATen/ops/nansum_cpu_dispatch.h>
 #include <ATen/ops/logsumexp_compositeexplicitautograd_dispatch.h>
+#include <ATen/ops/prod_cpu_dispatch.h>
+#include <ATen/ops/linalg_vector_norm_cpu_dispatch.h>
 #include <c10/util/Exception.h>
 #include <torch/library.h>
 
@@ -33,6 +35,8 @@
 #include <ATen/ops/var_cuda_dispatch.h>
 #include <ATen/ops/var_mean_cuda_dispatch.h>
 #include <ATen/ops/nansum_cuda_dispatch.h>
+#include <ATen/ops/prod_cuda_dispatch.h>
+#include <ATen/ops/linalg_vector_norm_cuda_dispatch.h>
 #endif
 
 #include <atomic>
@@ -110,13 +114,19 @@ struct TorchKernels {
   at::Tensor (*nansum)(const at::Tensor&, Dims, bool, DtypeArg);
   at::Tensor& (*nansum_out)(at::Tensor&, const at::Tensor&, Dims, bool, DtypeArg);
   at::Tensor (*logsumexp)(const at::Tensor&, at::IntArrayRef, bool);  // torch's composite, any device
+  at::Tensor (*prod)(const at::Tensor&, DtypeArg);
+  at::Tensor (*prod_dim)(const at::Tensor&, int64_t, bool, DtypeArg);
+  at::Tensor& (*prod_out)(at::Tensor&, const at::Tensor&, int64_t, bool, DtypeArg);
+  at::Tensor (*vector_norm)(const at::Tensor&, const at::Scalar&, Dims, bool, DtypeArg);
+  at::Tensor& (*vector_norm_out)(at::Tensor&, const at::Tensor&, const at::Scalar&, Dims, bool, DtypeArg);
 };
 // One device's table, from its namespace of direct calls (at::cpu, at::cuda).
 #define TREDUCE_TORCH_KERNELS(NS)                                                                    \
   TorchKernels {                                                                                     \
     &NS::sum, &NS::mean, &NS::amax, &NS::amin, &NS::sum_out, &NS::mean_out, &NS::amax_out,          \
         &NS::amin_out, &NS::var, &NS::std, &NS::var_mean, &NS::std_mean, &NS::var_out, &NS::std_out,  \
-        &NS::nansum, &NS::nansum_out, &at::compositeexplicitautograd::logsumexp                       \
+        &NS::nansum, &NS::nansum_out, &at::compositeexplicitautograd::logsumexp, &NS::prod, &NS::prod,  \
+        &NS::prod_out, &NS::linalg_vector_norm, &NS::linalg_vector_norm_out                           \
   }
 
 struct Cpu {
@@ -211,6 +221,28 @@ struct AtenKernels {
     count_out_arg(ReduceOp::NanSum);
     return T::torch().nansum_out(out, self, dim, keepdim, dtype);
   }
+  static at::Tensor prod(const at::Tensor& self, DtypeArg dtype) {
+    if (take(ReduceOp::Prod, self, dtype)) return T::ours().prod(self, std::nullopt, false, dtype);
+    return T::torch().prod(self, dtype);
+  }
+  static at::Tensor prod_dim(const at::Tensor& self, int64_t dim, bool keepdim, DtypeArg dtype) {
+    if (take(ReduceOp::Prod, self, dtype)) return T::ours().prod(self, dim, keepdim, dtype);
+    return T::torch().prod_dim(self, dim, keepdim, dtype);
+  }
+  static at::Tensor& prod_out(const at::Tensor& self, int64_t dim, bool keepdim, DtypeArg dtype, at::Tensor& out) {
+    count_out_arg(ReduceOp::Prod);
+    return T::torch().prod_out(out, self, dim, keepdim, dtype);
+  }
+  static at::Tensor vector_norm(const at::Tensor& self, const at::Scalar& ord, Dims dim, bool keepdim,
+                                DtypeArg dtype) {
+    if (take(ReduceOp::Norm, self, dtype)) return T::ours().vector_norm(self, ord, dim, keepdim, dtype);
+    return T::torch().vector_norm(self, ord, dim, keepdim, dtype);
+  }
+  static at::Tensor& vector_norm_out(const at::Tensor& self, const at::Scalar& ord, Dims dim, bool keepdim,
+                                     DtypeArg dtype, at::Tensor& out) {
+    count_out_arg(ReduceOp::Norm);
+    return T::torch().vector_norm_out(out, self, ord, dim, keepdim, dtype);
+  }
   // out=: torch's kernel, counted (writing into a caller's tensor, with its resizing and dtype
   // rules, is not what the ops do).
   static at::Tensor& sum_out(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
@@ -253,6 +285,11 @@ struct AtenKernels {
     m->impl("nansum", &nansum);
     m->impl("nansum.out", &nansum_out);
     m->impl("logsumexp", &logsumexp);
+    m->impl("prod", &prod);
+    m->impl("prod.dim_int", &prod_dim);
+    m->impl("prod.int_out", &prod_out);
+    m->impl("linalg_vector_norm", &vector_norm);
+    m->impl("linalg_vector_norm.out", &vector_norm_out);
     return m;
   }
 };

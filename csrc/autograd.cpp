@@ -8,6 +8,7 @@
 #include <torch/autograd.h>
 #include <torch/library.h>
 
+#include <cmath>
 #include <limits>
 #include <tuple>
 #include <vector>
@@ -252,6 +253,126 @@ class NanLseFunction : public torch::autograd::Function<NanLseFunction> {
   }
 };
 
+// prod and vector_norm, below the Autograd key.
+at::Tensor prod_below(const at::Tensor& self, std::optional<int64_t> dim, bool keepdim,
+                      std::optional<at::ScalarType> dtype) {
+  static const auto k = redispatch<ProdSignature>("treduce::prod");
+  at::AutoDispatchBelowADInplaceOrView below_autograd;
+  return k.call(self, dim, keepdim, dtype);
+}
+
+at::Tensor norm_below(const at::Tensor& self, const at::Scalar& ord, at::OptionalIntArrayRef dim, bool keepdim,
+                      std::optional<at::ScalarType> dtype) {
+  static const auto k = redispatch<NormSignature>("treduce::vector_norm");
+  at::AutoDispatchBelowADInplaceOrView below_autograd;
+  return k.call(self, ord, dim, keepdim, dtype);
+}
+
+// The product of every element of x along `dim` but itself: exclusive running products from
+// both ends, multiplied (torch's prod_safe_zeros_backward). No division, so zeros in the input
+// need no case of their own, and every op is differentiable (double backward works).
+at::Tensor product_of_others(const at::Tensor& x, int64_t dim) {
+  const c10::SymInt n = x.sym_size(dim);
+  if (n == 0) return x;
+  std::vector<c10::SymInt> ones_size(x.sym_sizes().begin(), x.sym_sizes().end());
+  ones_size[dim] = 1;
+  const at::Tensor ones = at::ones_symint(ones_size, x.options());
+  const at::Tensor before = at::cat({ones, x.narrow_symint(dim, 0, n - 1)}, dim).cumprod(dim);
+  const at::Tensor after =
+      at::cat({ones, x.narrow_symint(dim, 1, n - 1).flip(dim)}, dim).cumprod(dim).flip(dim);
+  return before * after;
+}
+
+// prod's gradient: g times the product of the other elements of the reduced run, in the
+// result's dtype (as torch converts the input to it), then the input's dtype.
+class ProdFunction : public torch::autograd::Function<ProdFunction> {
+ public:
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& self, std::optional<int64_t> dim, bool keepdim,
+                            std::optional<at::ScalarType> dtype) {
+    const at::Tensor out = prod_below(self, dim, keepdim, dtype);
+    ctx->saved_data["dim"] = dim ? c10::IValue(*dim) : c10::IValue();
+    ctx->saved_data["keepdim"] = keepdim;
+    ctx->save_for_backward({self});
+    return out;
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const at::Tensor self = ctx->get_saved_variables()[0];
+    const c10::IValue dim = ctx->saved_data["dim"];
+    at::Tensor g = grads[0];
+    const at::Tensor x = self.to(g.scalar_type());
+    at::Tensor grad;
+    if (self.dim() == 0) {
+      grad = g;
+    } else if (dim.isNone()) {
+      grad = (g * product_of_others(x.reshape({-1}), 0)).view_symint(self.sym_sizes());
+    } else {
+      const int64_t d = c10::maybe_wrap_dim(dim.toInt(), self.dim());
+      if (!ctx->saved_data["keepdim"].toBool()) g = g.unsqueeze(d);
+      grad = g * product_of_others(x, d);
+    }
+    return {grad.to(self.scalar_type()), at::Tensor(), at::Tensor(), at::Tensor()};
+  }
+};
+
+// vector_norm's gradient, as torch's norm_backward (FunctionsManual.cpp), order by order: none
+// for 0; sgn(x) g for 1; g x / norm (0 where the norm is 0) for 2; for +-inf, g split evenly
+// among the elements whose |x| is the result (or NaN), counted by our own sum; otherwise
+// g sgn(x) |x|^(p-1) / norm^(p-1), with torch's masking of zeros.
+class NormFunction : public torch::autograd::Function<NormFunction> {
+ public:
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& self, const at::Scalar& ord,
+                            at::OptionalIntArrayRef dim, bool keepdim, std::optional<at::ScalarType> dtype) {
+    const at::Tensor out = norm_below(self, ord, dim, keepdim, dtype);
+    ctx->saved_data["ord"] = ord.toDouble();
+    ctx->saved_data["dims"] = reduced_dim_list(self.dim(), dim);
+    ctx->saved_data["keepdim"] = keepdim;
+    ctx->save_for_backward({self, out});
+    return out;
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const at::Tensor& self = saved[0];
+    const double p = ctx->saved_data["ord"].toDouble();
+    const auto dims = ctx->saved_data["dims"].toIntVector();
+    const bool keepdim = ctx->saved_data["keepdim"].toBool() || self.dim() == 0;
+    const at::Tensor g = with_reduced_dims(grads[0], dims, keepdim);
+    const at::Tensor norm = with_reduced_dims(saved[1], dims, keepdim);
+    at::Tensor grad;
+    if (p == 0.0) {
+      grad = at::zeros_like(self);
+    } else if (p == 1.0) {
+      grad = self.sgn() * g;
+    } else if (p == 2.0) {
+      grad = g * (self / norm).masked_fill(norm == 0, 0);
+    } else if (std::isinf(p)) {
+      const at::Tensor self_abs = self.abs();
+      const at::Tensor mask = self_abs.eq(norm).logical_or(self_abs.isnan());
+      grad = self.sgn() * ((g / sum(mask, "auto", dims, /*keepdim=*/true)) * mask);
+    } else if (p < 1.0) {
+      const at::Tensor scaled = self.sgn() * self.abs().pow(p - 1).masked_fill(self == 0, 0);
+      grad = scaled * g * norm.pow(1 - p);
+    } else {
+      const at::Tensor scaled = p < 2.0 ? self.sgn() * self.abs().pow(p - 1) : self * self.abs().pow(p - 2);
+      grad = scaled * (g / norm.pow(p - 1)).masked_fill(norm == 0, 0);
+    }
+    return {grad.to(self.scalar_type()), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
+  }
+};
+
+at::Tensor prod_autograd(const at::Tensor& self, std::optional<int64_t> dim, bool keepdim,
+                         std::optional<at::ScalarType> dtype) {
+  if (!records_grad(self)) return prod_below(self, dim, keepdim, dtype);
+  return ProdFunction::apply(self, dim, keepdim, dtype);
+}
+
+at::Tensor norm_autograd(const at::Tensor& self, const at::Scalar& ord, at::OptionalIntArrayRef dim, bool keepdim,
+                         std::optional<at::ScalarType> dtype) {
+  if (!records_grad(self)) return norm_below(self, ord, dim, keepdim, dtype);
+  return NormFunction::apply(self, ord, dim, keepdim, dtype);
+}
+
 template <ReduceOp kOp>
 at::Tensor nan_autograd(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
                         std::optional<at::ScalarType> dtype) {
@@ -322,4 +443,6 @@ TORCH_LIBRARY_IMPL(treduce, Autograd, m) {
   m.impl("nansum", &treduce::nan_autograd<treduce::ReduceOp::NanSum>);
   m.impl("nanmean", &treduce::nan_autograd<treduce::ReduceOp::NanMean>);
   m.impl("logsumexp", &treduce::logsumexp_autograd);
+  m.impl("prod", &treduce::prod_autograd);
+  m.impl("vector_norm", &treduce::norm_autograd);
 }

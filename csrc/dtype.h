@@ -139,7 +139,19 @@ constexpr DType minmax_acc_dtype(DType in) {
 // on CUDA they accumulate in float, and float64 in double, as torch's CUDA kernels do.
 #define TREDUCE_FLOAT_COMBOS(X) X(Half, Float) X(BFloat16, Float) X(Float, Float) X(Double, Double)
 #define TREDUCE_VAR_COMBOS(X) TREDUCE_FLOAT_COMBOS(X)
-// nansum, nanmean and logsumexp run TREDUCE_FLOAT_COMBOS too (other dtypes are converted first).
+// nansum, nanmean, logsumexp and vector_norm run TREDUCE_FLOAT_COMBOS too (other dtypes are
+// converted first). prod reads integers as they are, in int64, and floating types as the rest;
+// a dtype= of another kind converts the input first.
+#define TREDUCE_PROD_COMBOS(X)                                                        \
+  X(Bool, Int64) X(UInt8, Int64) X(Int8, Int64) X(Int16, Int64) X(Int32, Int64)      \
+  X(Int64, Int64) TREDUCE_FLOAT_COMBOS(X)
+// vector_norm: X(order, in, acc) (NormOrd in reduce_ops.h). Pow reads |x|^p, raised in the
+// accumulator's dtype.
+#define TREDUCE_NORM_FLOAT(X, K) X(K, Half, Float) X(K, BFloat16, Float) X(K, Float, Float) X(K, Double, Double)
+#define TREDUCE_NORM_COMBOS_SUMS(X) TREDUCE_NORM_FLOAT(X, Two) TREDUCE_NORM_FLOAT(X, One) TREDUCE_NORM_FLOAT(X, Zero)
+#define TREDUCE_NORM_COMBOS_OTHER(X) \
+  TREDUCE_NORM_FLOAT(X, Inf) TREDUCE_NORM_FLOAT(X, NegInf) X(Pow, Float, Float) X(Pow, Double, Double)
+#define TREDUCE_NORM_COMBOS(X) TREDUCE_NORM_COMBOS_SUMS(X) TREDUCE_NORM_COMBOS_OTHER(X)
 
 inline const char* dtype_name(DType t) {
   constexpr const char* kNames[kNumDTypes] = {

@@ -11,8 +11,10 @@ namespace treduce {
 
 // The ops, as the host code tells them apart (names, type rules, counts). Var, Std, VarMean and
 // StdMean run one operator (VarOp), which differs only in what it stores.
-enum class ReduceOp : int8_t { Sum, Mean, Max, Min, Var, Std, VarMean, StdMean, NanSum, NanMean, LogSumExp };
-inline constexpr int kNumReduceOps = 11;
+enum class ReduceOp : int8_t {
+  Sum, Mean, Max, Min, Var, Std, VarMean, StdMean, NanSum, NanMean, LogSumExp, Prod, Norm,
+};
+inline constexpr int kNumReduceOps = 13;
 
 constexpr bool is_var_family(ReduceOp op) { return op >= ReduceOp::Var && op <= ReduceOp::StdMean; }
 

@@ -56,6 +56,16 @@ Prepared prepare_var(ReduceOp op, const at::Tensor& self, at::OptionalIntArrayRe
 Prepared prepare_nan_or_lse(ReduceOp op, const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
                             std::optional<at::ScalarType> dtype);
 
+// prod: torch's type rules (as sum's); inputs the kernels do not read as they are converted first.
+Prepared prepare_prod(const at::Tensor& self, std::optional<int64_t> dim, bool keepdim,
+                      std::optional<at::ScalarType> dtype);
+
+// vector_norm: torch's checks and errors; p.project.scalar is the order. Every reduced dim of
+// size 1 is torch's |x| (x != 0 for order 0), done here; an order other than 2, 1, 0 and +-inf
+// reads |x|^p, computed here.
+Prepared prepare_norm(const at::Tensor& self, const at::Scalar& ord, at::OptionalIntArrayRef dim, bool keepdim,
+                      std::optional<at::ScalarType> dtype);
+
 const char* op_name(ReduceOp op);
 
 // One device's kernels of the four ops, as TORCH_LIBRARY_IMPL registers them: for callers that
@@ -69,6 +79,9 @@ using VarMeanKernel = std::tuple<at::Tensor, at::Tensor> (*)(const at::Tensor&, 
                                                              const std::optional<at::Scalar>&, bool);
 using NanKernel = at::Tensor (*)(const at::Tensor&, at::OptionalIntArrayRef, bool, std::optional<at::ScalarType>);
 using LogSumExpKernel = at::Tensor (*)(const at::Tensor&, at::IntArrayRef, bool);
+using ProdKernel = at::Tensor (*)(const at::Tensor&, std::optional<int64_t>, bool, std::optional<at::ScalarType>);
+using NormKernel = at::Tensor (*)(const at::Tensor&, const at::Scalar&, at::OptionalIntArrayRef, bool,
+                                  std::optional<at::ScalarType>);
 struct DeviceKernels {
   SumKernel sum, mean;
   ExtremumKernel amax, amin;
@@ -76,6 +89,8 @@ struct DeviceKernels {
   VarMeanKernel var_mean, std_mean;
   NanKernel nansum, nanmean;
   LogSumExpKernel logsumexp;
+  ProdKernel prod;
+  NormKernel vector_norm;
 };
 DeviceKernels cpu_kernels();
 DeviceKernels cuda_kernels();  // only in a build with CUDA

@@ -230,4 +230,56 @@ struct LogSumExpOp {
   }
 };
 
+// prod: the product; integers in int64, which wraps to the same bits in any order.
+template <class A>
+struct ProdOp : ScalarOp<A> {
+  TREDUCE_HOST_DEVICE static A identity() { return A(1); }
+  TREDUCE_HOST_DEVICE static A combine(A a, A b) { return a * b; }
+  TREDUCE_HOST_DEVICE static A reduce(A a, A v) { return a * v; }
+};
+
+// vector_norm, one operator per order, as torch's NormTwoOps, NormOneOps, AbsMaxOps, AbsMinOps,
+// NormZeroOps and NormOps: a sum of x^2 (root taken when stored), of |x|, of x != 0 (NaN
+// counts), the largest or smallest |x| (NaN wins); Pow sums values already raised to |x|^p
+// (the one order that needs a parameter per element: the host makes that pass) and stores the
+// sum^(1/p) (ProjectArgs::scalar is p).
+enum class NormOrd : int8_t { Two, One, Inf, NegInf, Zero, Pow };
+
+template <class A, NormOrd K>
+struct NormOp {
+  using value_t = A;
+  using acc_t = A;
+  static constexpr int kOutputs = 1;
+  static constexpr bool kPlain = K != NormOrd::Two && K != NormOrd::Pow;
+  TREDUCE_HOST_DEVICE static A identity() {
+    return K == NormOrd::NegInf ? std::numeric_limits<A>::infinity() : A(0);
+  }
+  TREDUCE_HOST_DEVICE static A enter(A v) {
+    if constexpr (K == NormOrd::Two) return v * v;
+    else if constexpr (K == NormOrd::Zero) return v != A(0) ? A(1) : A(0);
+    else if constexpr (K == NormOrd::Pow) return v;
+    else return std::abs(v);
+  }
+  TREDUCE_HOST_DEVICE static A combine(A a, A b) {
+    if constexpr (K == NormOrd::Inf) return (a != a || a > b) ? a : b;
+    else if constexpr (K == NormOrd::NegInf) return (a != a || a < b) ? a : b;
+    else return a + b;
+  }
+  TREDUCE_HOST_DEVICE static A reduce(A a, A v) { return combine(a, enter(v)); }
+  TREDUCE_HOST_DEVICE static A project(A a, const ProjectArgs& args) {
+    if constexpr (K == NormOrd::Two) return std::sqrt(a);
+    else if constexpr (K == NormOrd::Pow) return std::pow(a, A(1) / A(args.scalar));
+    else return a;
+  }
+};
+
+constexpr NormOrd norm_ord(double ord) {
+  if (ord == 2) return NormOrd::Two;
+  if (ord == 1) return NormOrd::One;
+  if (ord == 0) return NormOrd::Zero;
+  if (ord == std::numeric_limits<double>::infinity()) return NormOrd::Inf;
+  if (ord == -std::numeric_limits<double>::infinity()) return NormOrd::NegInf;
+  return NormOrd::Pow;
+}
+
 }  // namespace treduce

@@ -8,6 +8,7 @@
 #include <ATen/ops/zeros.h>
 #include <ATen/ops/mean_cpu_dispatch.h>
 #include <ATen/ops/isnan.h>
+#include <ATen/ops/linalg_vector_norm_cpu_dispatch.h>
 #include <ATen/ops/nanmean_compositeimplicitautograd_dispatch.h>
 #include <ATen/ops/nansum_cpu_dispatch.h>
 #include <ATen/ops/std_cpu_dispatch.h>
@@ -18,6 +19,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -69,7 +71,8 @@ std::vector<std::string> variants_op(c10::string_view device) {
 
 const char* op_name(ReduceOp op) {
   constexpr const char* kNames[kNumReduceOps] = {"sum", "mean",     "amax",    "amin",   "var",      "std",
-                                                 "var_mean", "std_mean", "nansum", "nanmean", "logsumexp"};
+                                                 "var_mean", "std_mean", "nansum", "nanmean", "logsumexp",
+                                                 "prod", "vector_norm"};
   return kNames[static_cast<int>(op)];
 }
 
@@ -109,6 +112,7 @@ bool mean_dtype_error_is_not_implemented() {
     case ReduceOp::VarMean: (void)at::cpu::var_mean(probe); break;
     case ReduceOp::StdMean: (void)at::cpu::std_mean(probe); break;
     case ReduceOp::NanMean: (void)at::compositeimplicitautograd::nanmean(probe); break;
+    case ReduceOp::Norm: (void)at::cpu::linalg_vector_norm(probe); break;
     default: break;
   }
   TORCH_CHECK(false, fallback);  // torch took it after all: ours is the message
@@ -237,6 +241,8 @@ void plan_layout(Prepared& p, const at::Tensor& self, at::OptionalIntArrayRef di
       if (p.out2.defined()) p.out2.fill_(std::numeric_limits<double>::quiet_NaN());
     } else if (p.op == ReduceOp::LogSumExp) {
       p.out.fill_(-std::numeric_limits<double>::infinity());
+    } else if (p.op == ReduceOp::Prod) {
+      p.out.fill_(1);
     } else {
       p.out.zero_();
     }
@@ -352,6 +358,83 @@ Prepared prepare_var(ReduceOp op, const at::Tensor& self, at::OptionalIntArrayRe
   return p;
 }
 
+Prepared prepare_prod(const at::Tensor& self, std::optional<int64_t> dim, bool keepdim,
+                      std::optional<at::ScalarType> dtype) {
+  check_device(ReduceOp::Prod, self);
+  DType in = to_dtype(ReduceOp::Prod, self.scalar_type(), "input dtype");
+  const DType out = dtype ? to_dtype(ReduceOp::Prod, *dtype, "dtype=") : default_sum_dtype(in);
+  // As torch: the elements converted to the result dtype, then multiplied (integers in int64,
+  // whose wrapping gives the same low bits as the result dtype's). Integers into integers are
+  // read as they are; anything else is converted first, so that the kernels run for
+  // TREDUCE_PROD_COMBOS only.
+  at::Tensor x = self;
+  const bool read_as_is = in == out || (is_integral(in) && is_integral(out) && out != DType::Bool);
+  if (!read_as_is) {
+    x = self.to(to_scalar_type(out));
+    in = out;
+  }
+  Prepared p;
+  p.op = ReduceOp::Prod;
+  p.types = {in, in, sum_acc_dtype(in), out};
+  p.variant = lookup_variant(ReduceOp::Prod, self.device().type(), "auto");
+  const std::vector<int64_t> dims = dim ? std::vector<int64_t>{*dim} : std::vector<int64_t>{};
+  plan_layout(p, x, dim ? at::OptionalIntArrayRef(dims) : std::nullopt, keepdim);
+  return p;
+}
+
+Prepared prepare_norm(const at::Tensor& self, const at::Scalar& ord, at::OptionalIntArrayRef dim, bool keepdim,
+                      std::optional<at::ScalarType> dtype) {
+  constexpr ReduceOp op = ReduceOp::Norm;
+  check_device(op, self);
+  const DType in = to_dtype(op, self.scalar_type(), "input dtype");
+  if (is_integral(in)) {
+    integer_input_error(op, in, std::string("linalg.vector_norm: Expected a floating point or complex tensor as "
+                                            "input. Got ") + c10::toString(self.scalar_type()));
+  }
+  DType out = in;
+  if (dtype) {
+    TORCH_CHECK(at::isFloatingType(*dtype), "linalg.vector_norm: dtype should be floating point or complex, but got ",
+                c10::toString(*dtype));
+    TORCH_CHECK(c10::promoteTypes(self.scalar_type(), *dtype) == *dtype, "linalg.vector_norm: the dtype of the input (",
+                c10::toString(self.scalar_type()), ") should be convertible without narrowing to the specified dtype (",
+                c10::toString(*dtype), ")");
+    out = to_dtype(op, *dtype, "dtype=");
+  }
+  const double q = ord.toDouble();
+  const std::vector<bool> reduced = reduced_dims(self.dim(), dim);  // torch's dim errors first
+  if (self.numel() == 0 && (q < 0 || q == std::numeric_limits<double>::infinity())) {
+    // No identity: torch's errors, with the order and dims as it prints them.
+    std::ostringstream what;
+    what << ord;
+    TORCH_CHECK(dim && !dim->empty(), "linalg.vector_norm cannot compute the ", what.str(),
+                " norm on an empty tensor because the operation does not have an identity");
+    for (const int64_t d : *dim) {
+      TORCH_CHECK(self.size(d) != 0, "linalg.vector_norm cannot compute the ", what.str(), " norm on the dimension ",
+                  std::to_string(d), "because this dimension is empty and the operation does not have an identity");
+    }
+  }
+  at::Tensor x = out == in ? self : self.to(to_scalar_type(out));
+  Prepared p;
+  p.op = op;
+  const DType acc = out == DType::Double ? DType::Double : DType::Float;
+  p.types = {out, out, acc, out};
+  p.variant = lookup_variant(op, self.device().type(), "auto");
+  p.project.scalar = q;
+  bool one_element = self.numel() > 0;  // every reduced dim of size 1: torch's |x| (or x != 0)
+  for (int64_t i = 0; i < self.dim(); ++i) one_element = one_element && (!reduced[i] || self.size(i) == 1);
+  const bool pow = norm_ord(q) == NormOrd::Pow && !one_element;
+  if (pow) {
+    // |x|^p for each element in the accumulator's dtype (as torch raises them), read by a sum.
+    p.types.in = p.types.mid = acc;
+  }
+  plan_layout(p, pow ? x.to(to_scalar_type(acc)).abs().pow(q) : x, dim, keepdim);
+  if (!p.done && one_element) {
+    p.out.copy_((q == 0 ? x.ne(0) : x.abs()).reshape(p.out.sizes()));
+    p.done = true;
+  }
+  return p;
+}
+
 // The C++ entry points: through the dispatcher, so autograd and every other key apply.
 at::Tensor sum(const at::Tensor& x, std::string_view variant, at::OptionalIntArrayRef dim,
                bool keepdim, std::optional<at::ScalarType> dtype) {
@@ -429,6 +512,17 @@ at::Tensor logsumexp(const at::Tensor& x, at::IntArrayRef dim, bool keepdim) {
   return op.call(x, dim, keepdim);
 }
 
+at::Tensor prod(const at::Tensor& x, std::optional<int64_t> dim, bool keepdim, std::optional<at::ScalarType> dtype) {
+  static const auto op = op_handle<ProdSignature>("treduce::prod");
+  return op.call(x, dim, keepdim, dtype);
+}
+
+at::Tensor vector_norm(const at::Tensor& x, const at::Scalar& ord, at::OptionalIntArrayRef dim, bool keepdim,
+                       std::optional<at::ScalarType> dtype) {
+  static const auto op = op_handle<NormSignature>("treduce::vector_norm");
+  return op.call(x, ord, dim, keepdim, dtype);
+}
+
 #ifndef TREDUCE_WITH_CUDA
 VariantTable cuda_variants() { return {nullptr, 0}; }
 #endif
@@ -454,6 +548,9 @@ TORCH_LIBRARY(treduce, m) {
   m.def("nansum(Tensor self, int[1]? dim=None, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor");
   m.def("nanmean(Tensor self, int[1]? dim=None, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor");
   m.def("logsumexp(Tensor self, int[1] dim, bool keepdim=False) -> Tensor");
+  m.def("prod(Tensor self, int? dim=None, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor");
+  m.def("vector_norm(Tensor self, Scalar ord=2, int[1]? dim=None, bool keepdim=False, *, ScalarType? dtype=None) "
+        "-> Tensor");
   m.def("variants(str device) -> str[]", &treduce::variants_op);
   // Diagnostic, for the benchmark (CUDA only): reads every byte of a contiguous tensor and
   // nothing else. The result is meaningless; the time is the memory's read bandwidth.

@@ -23,6 +23,9 @@ using VarSignature = at::Tensor(const at::Tensor&, at::OptionalIntArrayRef, cons
 // nansum and nanmean (aten's), logsumexp (aten's).
 using NanSignature = at::Tensor(const at::Tensor&, at::OptionalIntArrayRef, bool, std::optional<at::ScalarType>);
 using LogSumExpSignature = at::Tensor(const at::Tensor&, at::IntArrayRef, bool);
+using ProdSignature = at::Tensor(const at::Tensor&, std::optional<int64_t>, bool, std::optional<at::ScalarType>);
+using NormSignature = at::Tensor(const at::Tensor&, const at::Scalar&, at::OptionalIntArrayRef, bool,
+                                 std::optional<at::ScalarType>);
 using VarMeanSignature = std::tuple<at::Tensor, at::Tensor>(const at::Tensor&, at::OptionalIntArrayRef,
                                                             const std::optional<at::Scalar>&, bool);
 
@@ -58,5 +61,12 @@ at::Tensor nansum(const at::Tensor& x, at::OptionalIntArrayRef dim = std::nullop
 at::Tensor nanmean(const at::Tensor& x, at::OptionalIntArrayRef dim = std::nullopt, bool keepdim = false,
                    std::optional<at::ScalarType> dtype = std::nullopt);
 at::Tensor logsumexp(const at::Tensor& x, at::IntArrayRef dim, bool keepdim = false);
+
+// torch.prod (dim: one dim or every dim) and torch.linalg.vector_norm (ord 2, 1, inf, -inf, 0 or
+// any other), by "auto".
+at::Tensor prod(const at::Tensor& x, std::optional<int64_t> dim = std::nullopt, bool keepdim = false,
+                std::optional<at::ScalarType> dtype = std::nullopt);
+at::Tensor vector_norm(const at::Tensor& x, const at::Scalar& ord = 2, at::OptionalIntArrayRef dim = std::nullopt,
+                       bool keepdim = false, std::optional<at::ScalarType> dtype = std::nullopt);
 
 }  // namespace treduce

@@ -112,17 +112,24 @@ def main() -> int:
     for name, make, dims in stat_inputs:
         for dtype in (torch.float32, torch.bfloat16, torch.float64):
             x = make(dtype)
-            for op in ("var", "std_mean", "nansum", "nanmean", "logsumexp"):
-                d = dims if dims is not None or op != "logsumexp" else 0
-                got = getattr(torch_reduce, op)(x, d)
-                want = getattr(torch, op)(x.cpu().double(), d)
+            calls = [(op, (dims if dims is not None or op != "logsumexp" else 0,))
+                     for op in ("var", "std_mean", "nansum", "nanmean", "logsumexp")]
+            # vector_norm's orders: a sum of squares, a maximum, a count, a sum of |x|^p
+            calls += [("vector_norm", (ord, dims)) for ord in (2, float("inf"), 0, 0.5)]
+            if dims is None or isinstance(dims, int):
+                calls.append(("prod", () if dims is None else (dims,)))
+            for op, args in calls:
+                got = getattr(torch_reduce, op)(x, *args)
+                ref = torch.linalg.vector_norm if op == "vector_norm" else getattr(torch, op)
+                want = ref(x.cpu().double(), *args)
                 got, want = (got if isinstance(got, tuple) else (got,)), (want if isinstance(want, tuple) else (want,))
                 checked += 1
-                ok = all(torch.allclose(g.cpu().double(), w, rtol=1e-2, atol=1e-3, equal_nan=True)
+                # (the reference rounded to the result's dtype: a float32 product may overflow)
+                ok = all(torch.allclose(g.cpu().double(), w.to(g.dtype).double(), rtol=1e-2, atol=1e-3, equal_nan=True)
                          for g, w in zip(got, want))
                 if not ok:
                     failures += 1
-                    print(f"WRONG {op} {name} {dtype} dim={dims}")
+                    print(f"WRONG {op}{args} {name} {dtype}")
     print(f"sanitize_cases: {checked - failures} passed, {failures} failed")
     return 1 if failures else 0
 

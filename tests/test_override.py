@@ -86,6 +86,18 @@ ROUTED = [
     ("torch.logsumexp(x, 1)", "logsumexp"),
     ("x.logsumexp((0, 2), True)", "logsumexp"),
     ("torch.logsumexp(x, dim=-1, keepdim=True)", "logsumexp"),
+    ("torch.prod(x)", "prod"),
+    ("x.prod(1)", "prod"),
+    ("torch.prod(x, -1, True, dtype=torch.float64)", "prod"),
+    ("i.prod(dim=2)", "prod"),
+    ("torch.linalg.vector_norm(x)", "vector_norm"),
+    ("torch.linalg.vector_norm(x, 1, (0, 2), True)", "vector_norm"),
+    ("torch.linalg.vector_norm(x, ord=float('inf'), dim=-1, dtype=torch.float64)", "vector_norm"),
+    ("torch.linalg.vector_norm(x, 0.5, 1)", "vector_norm"),
+    ("torch.norm(x)", "vector_norm"),
+    ("x.norm(3, 1, True)", "vector_norm"),
+    ("torch.norm(x, p='fro', dim=(0, 1))", "vector_norm"),
+    ("x.norm(p=float('-inf'), dim=2)", "vector_norm"),
 ]
 
 ROUTED_TOO = "routed"  # a fallback of the Python mode that the dispatcher mode routes
@@ -107,6 +119,8 @@ FALLBACKS = [
     fallback("torch.std(x, (0, 1), correction=0, out=out)", "std", "out=", "out="),
     fallback("torch.var(c, 1)", "var", "input dtype", "input dtype"),
     fallback("torch.nansum(x, 1, out=out)", "nansum", "out=", "out="),
+    fallback("torch.prod(x, 1, out=out)", "prod", "out=", "out="),
+    fallback("torch.linalg.vector_norm(x, 2, 1, out=out)", "vector_norm", "out=", "out="),
     fallback("n.sum('C')", "sum", "named dim", "named tensor", needs_named_tensors),
     fallback("n.mean(['A', 'C'], keepdim=True)", "mean", "named dim", "named tensor", needs_named_tensors),
     fallback("n.sum(1)", "sum", "named tensor", "named tensor", needs_named_tensors),

@@ -62,12 +62,13 @@ def _load_ops_library() -> dict:
 _BUILD_INFO = _load_ops_library()
 
 from .ops import (  # noqa: E402
-    SUPPORTED_DTYPES, Variant, amax, amin, logsumexp, mean, nanmean, nansum, result_dtype, std, std_mean, sum, var,
-    var_mean, variants,
+    SUPPORTED_DTYPES, Variant, amax, amin, logsumexp, mean, nanmean, nansum, prod, result_dtype, std, std_mean, sum,
+    var, var_mean, variants, vector_norm,
 )
 from .override import override  # noqa: E402
 
 __all__ = [
     "SUPPORTED_DTYPES", "Variant", "__version__", "amax", "amin", "build_info", "mean", "override",
-    "logsumexp", "nanmean", "nansum", "result_dtype", "std", "std_mean", "sum", "var", "var_mean", "variants",
+    "logsumexp", "nanmean", "nansum", "prod", "result_dtype", "std", "std_mean", "sum", "var", "var_mean",
+    "variants", "vector_norm",
 ]

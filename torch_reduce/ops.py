@@ -33,6 +33,8 @@ _STD_MEAN = torch.ops.treduce.std_mean.default
 _NANSUM = torch.ops.treduce.nansum.default
 _NANMEAN = torch.ops.treduce.nanmean.default
 _LOGSUMEXP = torch.ops.treduce.logsumexp.default
+_PROD = torch.ops.treduce.prod.default
+_VECTOR_NORM = torch.ops.treduce.vector_norm.default
 
 
 class Variant(NamedTuple):
@@ -176,6 +178,30 @@ def logsumexp(x: torch.Tensor, dim: int | Sequence[int], keepdim: bool = False) 
     return _LOGSUMEXP(x, _dim_list(dim), keepdim) if keepdim else _LOGSUMEXP(x, _dim_list(dim))
 
 
+def prod(x: torch.Tensor, dim: int | None = None, keepdim: bool = False, *,
+         dtype: torch.dtype | None = None) -> torch.Tensor:
+    """``torch.prod``: over every dim, or over one ``dim``; dtypes as ``torch.sum`` (integers and
+    bool give int64, each element converted to ``dtype`` first)."""
+    if dtype is not None:
+        return _PROD(x, dim, keepdim, dtype=dtype)
+    if keepdim:
+        return _PROD(x, dim, keepdim)
+    return _PROD(x) if dim is None else _PROD(x, dim)
+
+
+def vector_norm(x: torch.Tensor, ord: float = 2, dim: Dims = None, keepdim: bool = False, *,
+                dtype: torch.dtype | None = None) -> torch.Tensor:
+    """``torch.linalg.vector_norm``: ``ord`` 2, 1, inf, -inf, 0 (the count of non-zeros) or any
+    other float; ``dim=None`` or ``()`` reduces every dim; ``dtype`` converts the input first."""
+    if dtype is not None:
+        return _VECTOR_NORM(x, ord, _dim_list(dim), keepdim, dtype=dtype)
+    if keepdim:
+        return _VECTOR_NORM(x, ord, _dim_list(dim), keepdim)
+    if dim is not None:
+        return _VECTOR_NORM(x, ord, _dim_list(dim))
+    return _VECTOR_NORM(x) if ord == 2 else _VECTOR_NORM(x, ord)
+
+
 def variants(device: str | torch.device = "cuda") -> list[Variant]:
     """The variants that tensors on ``device`` ('cpu' or 'cuda') can use, in ladder order.
 
@@ -249,3 +275,13 @@ def _nanmean_fake(x, dim=None, keepdim=False, *, dtype=None):
 def _logsumexp_fake(x, dim, keepdim=False):
     dtype = x.dtype if x.dtype.is_floating_point else torch.float32
     return x.new_empty(_reduced_shape(x, dim, keepdim), dtype=dtype)
+
+
+@torch.library.register_fake("treduce::prod")
+def _prod_fake(x, dim=None, keepdim=False, *, dtype=None):
+    return x.new_empty(_reduced_shape(x, None if dim is None else [dim], keepdim), dtype=result_dtype(x.dtype, dtype))
+
+
+@torch.library.register_fake("treduce::vector_norm")
+def _vector_norm_fake(x, ord=2, dim=None, keepdim=False, *, dtype=None):
+    return x.new_empty(_reduced_shape(x, dim, keepdim), dtype=dtype or x.dtype)

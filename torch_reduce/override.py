@@ -6,13 +6,14 @@
     print(ov.routed, ov.fallback, ov.fallback_reasons)
 
 Two modes. Counts: ov.routed and ov.fallback count calls by function ("sum", "mean", "amax",
-"amin", "var", "std", "var_mean", "std_mean", "nansum", "nanmean", "logsumexp"), ov.fallback_reasons
-by reason.
+"amin", "var", "std", "var_mean", "std_mean", "nansum", "nanmean", "logsumexp", "prod",
+"vector_norm", torch.norm's calls included), ov.fallback_reasons by reason.
 
 mode="dispatcher" (the default): while a block is open, torch_reduce's kernels are aten's CPU and
 CUDA kernels of sum, sum.dim_IntList, mean, mean.dim, amax, amin, the correction overloads of
-var, std, var_mean and std_mean, nansum, nanmean and logsumexp (csrc/aten_override.cpp;
-torch.var(x, unbiased) and the other overloads are torch's composites over these).
+var, std, var_mean and std_mean, nansum, nanmean, logsumexp, prod, prod.dim_int and
+linalg_vector_norm (csrc/aten_override.cpp; torch.var(x, unbiased), torch.norm's vector norms
+and the other overloads are torch's composites over these).
 Every caller reaches them, C++ callers included (autograd's reductions, at::sum in other
 extensions), with no Python on the way, so the rest of the model runs at its usual speed. They
 sit below autograd, autocast, torch.func and tensor subclasses, which keep torch's own rules.
@@ -27,8 +28,9 @@ torch.compile a compiled graph keeps inductor's own reductions, which fuse with 
 them (only an aten call that inductor leaves to eager code reaches torch_reduce).
 
 mode="python": a TorchFunctionMode. torch.sum, torch.mean, torch.amax, torch.amin, torch.var,
-torch.std, torch.var_mean, torch.std_mean, torch.nansum, torch.nanmean, torch.logsumexp and the
-Tensor methods of the same names go to the
+torch.std, torch.var_mean, torch.std_mean, torch.nansum, torch.nanmean, torch.logsumexp,
+torch.prod, torch.linalg.vector_norm, torch.norm's vector norms (p a number or "fro" over at
+most two dims) and the Tensor methods of the same names go to the
 torch_reduce functions of the same names ("auto"), with the same arguments; every torch call passes through one Python function, which costs eager
 code a few microseconds a call, and calls made inside torch (C++) are not seen. A call the ops do
 not take (out=, named dims or tensors, a dtype outside SUPPORTED_DTYPES, a device other than
@@ -67,6 +69,9 @@ _ROUTES = {
     torch.nansum: "nansum", torch.Tensor.nansum: "nansum",
     torch.nanmean: "nanmean", torch.Tensor.nanmean: "nanmean",
     torch.logsumexp: "logsumexp", torch.Tensor.logsumexp: "logsumexp",
+    torch.prod: "prod", torch.Tensor.prod: "prod",
+    torch.linalg.vector_norm: "vector_norm",
+    torch.norm: "norm", torch.Tensor.norm: "norm",  # its vector cases, as vector_norm
 }
 # Each wrapper's positional parameters (as torch's function has them) and its keyword-only ones;
 # both go to the wrapper by name.
@@ -76,9 +81,11 @@ _SIGNATURES = {
     "sum": (_REDUCE[0], ("dtype",)), "mean": (_REDUCE[0], ("dtype",)), "amax": _REDUCE, "amin": _REDUCE,
     "var": _STATS, "std": _STATS, "var_mean": _STATS, "std_mean": _STATS,
     "nansum": (_REDUCE[0], ("dtype",)), "nanmean": (_REDUCE[0], ("dtype",)), "logsumexp": _REDUCE,
+    "prod": (_REDUCE[0], ("dtype",)), "vector_norm": (("input", "ord", "dim", "keepdim"), ("dtype",)),
+    "norm": (("input", "p", "dim", "keepdim", "out", "dtype"), ()),
 }
 # Autocast may run these in float32 (CUDA's does for aten::sum); a custom op gets no such cast.
-_AUTOCAST_FP32 = frozenset({"sum", "logsumexp"})
+_AUTOCAST_FP32 = frozenset({"sum", "logsumexp", "prod", "vector_norm", "norm"})
 
 # The active overrides of this thread, innermost last (torch's mode stack is per thread too).
 _local = threading.local()
@@ -109,7 +116,9 @@ _count._dynamo_marked_constant = True
 def _parse(name: str, args: tuple, kwargs: dict):
     """(x, the wrapper's other arguments by name) for a call torch_reduce takes as torch does, else
     why not (a str)."""
-    if "out" in kwargs:
+    if "out" in kwargs and kwargs["out"] is None:  # torch.norm passes out=None on
+        kwargs = {k: v for k, v in kwargs.items() if k != "out"}
+    if "out" in kwargs or (name == "norm" and len(args) > 4 and args[4] is not None):
         return "out="
     positional, keyword_only = _SIGNATURES[name]
     # More positionals than the function has, a keyword it lacks (axis=, keepdims=, ...) or one
@@ -126,6 +135,20 @@ def _parse(name: str, args: tuple, kwargs: dict):
         return "arguments"  # torch.sum(x, keepdim=True) is a TypeError
     if name == "logsumexp" and "dim" not in call:
         return "arguments"  # dim is required
+    if name == "prod" and (isinstance(dim, (list, tuple)) or ("keepdim" in call and dim is None)):
+        return "arguments"  # one dim only; torch.prod(x, keepdim=True) is a TypeError
+    if name == "norm":  # torch.norm: its vector norms are torch.linalg.vector_norm's
+        call.pop("out", None)
+        p = call.pop("p", "fro")
+        if isinstance(p, str):
+            if p != "fro" or (isinstance(dim, (list, tuple)) and len(dim) > 2):
+                return "matrix norm"
+            p = 2
+        elif p is None:
+            p = 2
+        call["ord"] = p
+    if "ord" in call and type(call["ord"]) not in (int, float):
+        return "arguments"
     if "unbiased" in positional and type(dim) is bool and "unbiased" not in call:
         call["unbiased"], dim = call.pop("dim"), None  # torch.var(x, unbiased)
     if type(x) is not torch.Tensor and type(x) is not torch.nn.Parameter:
@@ -190,12 +213,13 @@ class Override(TorchFunctionMode):
         if name is None or self._depth != len(_active()):
             return func(*args, **kwargs)
         parsed = _parse(name, args, kwargs)
+        wrapper = "vector_norm" if name == "norm" else name  # torch.norm counts as what it computes
         if isinstance(parsed, str):
-            _count("fallback", name, parsed)
+            _count("fallback", wrapper, parsed)
             return func(*args, **kwargs)
-        _count("routed", name, "")
+        _count("routed", wrapper, "")
         x, call = parsed
-        return getattr(ops, name)(x, **call)
+        return getattr(ops, wrapper)(x, **call)
 
 
 _OUTCOME_ROUTED = "routed"

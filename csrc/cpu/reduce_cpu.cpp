@@ -350,6 +350,44 @@ at::Tensor logsumexp_cpu(const at::Tensor& self, at::IntArrayRef dim, bool keepd
   return p.out;
 }
 
+at::Tensor prod_cpu(const at::Tensor& self, std::optional<int64_t> dim, bool keepdim,
+                    std::optional<at::ScalarType> dtype) {
+  const Prepared p = prepare_prod(self, dim, keepdim, dtype);
+  if (p.done) return p.out;
+  switch (p.types.in) {
+#define TREDUCE_DISPATCH(IN, ACC)                                                                             \
+  case DType::IN: {                                                                                           \
+    using In = ctype_t<DType::IN>;                                                                            \
+    reduce_auto<In, In, ProdOp<ctype_t<DType::ACC>>>(p.input.const_data_ptr<In>(), p.layout, sink_of(p));     \
+    return p.out;                                                                                             \
+  }
+    TREDUCE_PROD_COMBOS(TREDUCE_DISPATCH)
+#undef TREDUCE_DISPATCH
+  }
+  TORCH_INTERNAL_ASSERT(false, "no instantiation for this dtype");
+}
+
+template <NormOrd K>
+struct NormOfOrd {
+  template <class A>
+  using type = NormOp<A, K>;
+};
+
+at::Tensor norm_cpu(const at::Tensor& self, const at::Scalar& ord, at::OptionalIntArrayRef dim, bool keepdim,
+                    std::optional<at::ScalarType> dtype) {
+  const Prepared p = prepare_norm(self, ord, dim, keepdim, dtype);
+  if (p.done) return p.out;
+  switch (norm_ord(p.project.scalar)) {
+    case NormOrd::Two: run_float_op<NormOfOrd<NormOrd::Two>::type>(p); break;
+    case NormOrd::One: run_float_op<NormOfOrd<NormOrd::One>::type>(p); break;
+    case NormOrd::Inf: run_float_op<NormOfOrd<NormOrd::Inf>::type>(p); break;
+    case NormOrd::NegInf: run_float_op<NormOfOrd<NormOrd::NegInf>::type>(p); break;
+    case NormOrd::Zero: run_float_op<NormOfOrd<NormOrd::Zero>::type>(p); break;
+    case NormOrd::Pow: run_float_op<NormOfOrd<NormOrd::Pow>::type>(p); break;
+  }
+  return p.out;
+}
+
 template <ReduceOp kOp>
 at::Tensor var_cpu(const at::Tensor& self, at::OptionalIntArrayRef dim, const std::optional<at::Scalar>& correction,
                    bool keepdim) {
@@ -379,7 +417,8 @@ DeviceKernels cpu_kernels() {
           &cpu::var_cpu<ReduceOp::Var>,           &cpu::var_cpu<ReduceOp::Std>,
           &cpu::var_mean_cpu<ReduceOp::VarMean>,  &cpu::var_mean_cpu<ReduceOp::StdMean>,
           &cpu::nan_cpu<ReduceOp::NanSum>,        &cpu::nan_cpu<ReduceOp::NanMean>,
-          &cpu::logsumexp_cpu};
+          &cpu::logsumexp_cpu,                    &cpu::prod_cpu,
+          &cpu::norm_cpu};
 }
 
 }  // namespace treduce
@@ -397,4 +436,6 @@ TORCH_LIBRARY_IMPL(treduce, CPU, m) {
   m.impl("nansum", k.nansum);
   m.impl("nanmean", k.nanmean);
   m.impl("logsumexp", k.logsumexp);
+  m.impl("prod", k.prod);
+  m.impl("vector_norm", k.vector_norm);
 }

@@ -133,6 +133,21 @@ cudaError_t launch_reduce(const ReduceArgs& a, size_t* workspace_bytes) {
       TREDUCE_FLOAT_COMBOS(TREDUCE_DISPATCH)
 #undef OP
       break;
+    case ReduceOp::Prod:
+#define OP ProdOp
+      TREDUCE_PROD_COMBOS(TREDUCE_DISPATCH)
+#undef OP
+      break;
+    case ReduceOp::Norm: {  // one operator per order; Pow reads |x|^p in the accumulator's dtype
+      const NormOrd k = norm_ord(a.project.scalar);
+#define TREDUCE_DISPATCH_NORM(K, IN, ACC)                                                \
+  if (k == NormOrd::K && t.in == DType::IN)                                              \
+    return run_reduce<Reduction<ctype_t<DType::IN>, ctype_t<DType::IN>, NormOp<ctype_t<DType::ACC>, NormOrd::K>>>( \
+        a, workspace_bytes);
+      TREDUCE_NORM_COMBOS(TREDUCE_DISPATCH_NORM)
+#undef TREDUCE_DISPATCH_NORM
+      break;
+    }
 #undef TREDUCE_DISPATCH
   }
   return cudaErrorInvalidValue;

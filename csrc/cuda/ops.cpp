@@ -97,6 +97,18 @@ at::Tensor logsumexp_cuda(const at::Tensor& self, at::IntArrayRef dim, bool keep
   return run(prepare_nan_or_lse(ReduceOp::LogSumExp, self, dim, keepdim, std::nullopt));
 }
 
+at::Tensor prod_cuda(const at::Tensor& self, std::optional<int64_t> dim, bool keepdim,
+                     std::optional<at::ScalarType> dtype) {
+  const c10::cuda::CUDAGuard guard(self.device());
+  return run(prepare_prod(self, dim, keepdim, dtype));
+}
+
+at::Tensor norm_cuda(const at::Tensor& self, const at::Scalar& ord, at::OptionalIntArrayRef dim, bool keepdim,
+                     std::optional<at::ScalarType> dtype) {
+  const c10::cuda::CUDAGuard guard(self.device());
+  return run(prepare_norm(self, ord, dim, keepdim, dtype));
+}
+
 at::Tensor read_probe_cuda(const at::Tensor& self) {
   TORCH_CHECK(self.is_contiguous(), "treduce._read_probe: expected a contiguous tensor");
   const c10::cuda::CUDAGuard guard(self.device());
@@ -120,7 +132,8 @@ DeviceKernels cuda_kernels() {
           &cuda::var_cuda<ReduceOp::Var>,           &cuda::var_cuda<ReduceOp::Std>,
           &cuda::var_mean_cuda<ReduceOp::VarMean>,  &cuda::var_mean_cuda<ReduceOp::StdMean>,
           &cuda::nan_cuda<ReduceOp::NanSum>,        &cuda::nan_cuda<ReduceOp::NanMean>,
-          &cuda::logsumexp_cuda};
+          &cuda::logsumexp_cuda,                  &cuda::prod_cuda,
+          &cuda::norm_cuda};
 }
 }  // namespace treduce
 
@@ -137,5 +150,7 @@ TORCH_LIBRARY_IMPL(treduce, CUDA, m) {
   m.impl("nansum", k.nansum);
   m.impl("nanmean", k.nanmean);
   m.impl("logsumexp", k.logsumexp);
+  m.impl("prod", k.prod);
+  m.impl("vector_norm", k.vector_norm);
   m.impl("_read_probe", &treduce::cuda::read_probe_cuda);
 }

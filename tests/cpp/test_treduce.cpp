@@ -87,6 +87,14 @@ void check_device(const at::Device device) {
   expect(treduce::std(rows, std::vector<int64_t>{0}, at::Scalar(0), true).sizes() == at::IntArrayRef({1, 3}) &&
              std::abs(treduce::std(rows, std::vector<int64_t>{0}, at::Scalar(0)).cpu()[0].item<float>() - std::sqrt(2.f)) < 1e-6f,
          dev + ": std, correction 0");
+  // Rows 1..5 of (5, 3): products over dim 0 are 5! = 120; norms of a column of 0..4: sqrt(30), 10, 4.
+  const at::Tensor ones_up = rows + 1;
+  expect(treduce::prod(ones_up, 0).cpu()[2].item<float>() == 120.f && treduce::prod(ones_up).item<float>() == 1728000.f,
+         dev + ": prod");
+  expect(std::abs(treduce::vector_norm(rows, 2, std::vector<int64_t>{0}).cpu()[0].item<float>() - std::sqrt(30.f)) < 1e-5f &&
+             treduce::vector_norm(rows, 1, std::vector<int64_t>{0}).cpu()[1].item<float>() == 10.f &&
+             treduce::vector_norm(rows, INFINITY).item<float>() == 4.f,
+         dev + ": vector_norm");
 }
 
 // segments_per_row against its definition, every count tried: the fewest segments whose fill

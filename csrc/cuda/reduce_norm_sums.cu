@@ -1,0 +1,10 @@
+// auto for vector_norm of orders 2, 1 and 0 (TREDUCE_NORM_COMBOS_SUMS in dtype.h).
+#include "kernels/dims.cuh"
+
+namespace treduce::cuda {
+#define TREDUCE_INSTANTIATE_NORM(K, IN, ACC)                                                            \
+  template cudaError_t run_reduce<Reduction<ctype_t<DType::IN>, ctype_t<DType::IN>,                     \
+                                            NormOp<ctype_t<DType::ACC>, NormOrd::K>>>(const ReduceArgs&, \
+                                                                                      size_t*);
+TREDUCE_NORM_COMBOS_SUMS(TREDUCE_INSTANTIATE_NORM)
+}  // namespace treduce::cuda
