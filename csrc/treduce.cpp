@@ -18,8 +18,8 @@
 #include <torch/library.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <limits>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -403,13 +403,17 @@ Prepared prepare_norm(const at::Tensor& self, const at::Scalar& ord, at::Optiona
   const double q = ord.toDouble();
   const std::vector<bool> reduced = reduced_dims(self.dim(), dim);  // torch's dim errors first
   if (self.numel() == 0 && (q < 0 || q == std::numeric_limits<double>::infinity())) {
-    // No identity: torch's errors, with the order and dims as it prints them.
-    std::ostringstream what;
-    what << ord;
-    TORCH_CHECK(dim && !dim->empty(), "linalg.vector_norm cannot compute the ", what.str(),
+    // No identity: torch's errors, with the order and dims as it prints them (an integer as
+    // one, a float as an ostream does: %g). Formatted here, not by streaming the Scalar into an
+    // ostream: that crossed into libc10's operator<< and crashed a GCC 13 build, as int64_t
+    // streamed into c10::str did.
+    char what[64];
+    if (ord.isIntegral(/*includeBool=*/false)) std::snprintf(what, sizeof what, "%lld", static_cast<long long>(ord.toLong()));
+    else std::snprintf(what, sizeof what, "%g", q);
+    TORCH_CHECK(dim && !dim->empty(), "linalg.vector_norm cannot compute the ", what,
                 " norm on an empty tensor because the operation does not have an identity");
     for (const int64_t d : *dim) {
-      TORCH_CHECK(self.size(d) != 0, "linalg.vector_norm cannot compute the ", what.str(), " norm on the dimension ",
+      TORCH_CHECK(self.size(d) != 0, "linalg.vector_norm cannot compute the ", what, " norm on the dimension ",
                   std::to_string(d), "because this dimension is empty and the operation does not have an identity");
     }
   }
