@@ -120,10 +120,24 @@ __device__ __forceinline__ typename R::Acc row_part(const typename R::In* row, i
   return acc;
 }
 
+// Short rows (teams of up to kDependentTeam lanes) are launched with programmatic dependence, as
+// the full-reduction kernels: the kernel waits for the one before it (which may still be writing
+// x), then lets the next one launch, which waits for this one in turn. Rows of 128 float32, hot:
+// 7.0-7.2 -> 6.4-6.6 us (the launch gap between calls was a tenth of the time). Teams of 16 and
+// 32 lanes (long rows) launch plainly: (4096, 4096) bfloat16 over dim -1 went 6.33 -> 6.94 us
+// with it.
+inline constexpr int kDependentTeam = 8;
+
 // Rows, a team of kTeam lanes (a power of two up to 32) per row.
 template <class R, int kTeam>
 __global__ void __launch_bounds__(kRowsBlock, kRowsMinBlocks<R>)
 rows_kernel(const typename R::In* x, Layout3 l, Sink out) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  if constexpr (kTeam <= kDependentTeam) {
+    cudaGridDependencySynchronize();
+    cudaTriggerProgrammaticLaunchCompletion();
+  }
+#endif
   using Op = typename R::Op;
   const int t = threadIdx.x % kTeam;
   const unsigned lane = threadIdx.x % 32;
@@ -342,6 +356,7 @@ cudaError_t run_rows(const ReduceArgs& a, const Sink& result, size_t* workspace_
     }
     const int64_t blocks = std::min(ceil_div(l.outer, kRowsBlock / team), kMaxGridX);
     const auto launch = [&](auto kernel) {
+      if (team <= kDependentTeam) return launch_dependent(kernel, dim3(unsigned(blocks)), dim3(kRowsBlock), a, x, l, result);
       kernel<<<unsigned(blocks), kRowsBlock, 0, a.stream>>>(x, l, result);
       return last_launch_error();
     };
