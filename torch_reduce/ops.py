@@ -63,17 +63,18 @@ def _dim_list(dim: Dims) -> list[int] | None:
     return list(dim)
 
 
-def _call(op, x, variant, dim, keepdim, dtype=None):
+def _call(op, x, variant, dim, keepdim, dtype=None, default="auto"):
     """op(x, ...) with only the arguments that differ from the schema's defaults: each argument
     the dispatcher converts from Python costs about half a microsecond, as much as a small
-    reduction's kernel."""
+    reduction's kernel. `variant` is the op's second argument (vector_norm's order), `default`
+    its schema default."""
     if dtype is not None:
         return op(x, variant, _dim_list(dim), keepdim, dtype=dtype)
     if keepdim:
         return op(x, variant, _dim_list(dim), keepdim)
     if dim is not None:
         return op(x, variant, _dim_list(dim))
-    if variant != "auto":
+    if variant != default:
         return op(x, variant)
     return op(x)
 
@@ -193,13 +194,7 @@ def vector_norm(x: torch.Tensor, ord: float = 2, dim: Dims = None, keepdim: bool
                 dtype: torch.dtype | None = None) -> torch.Tensor:
     """``torch.linalg.vector_norm``: ``ord`` 2, 1, inf, -inf, 0 (the count of non-zeros) or any
     other float; ``dim=None`` or ``()`` reduces every dim; ``dtype`` converts the input first."""
-    if dtype is not None:
-        return _VECTOR_NORM(x, ord, _dim_list(dim), keepdim, dtype=dtype)
-    if keepdim:
-        return _VECTOR_NORM(x, ord, _dim_list(dim), keepdim)
-    if dim is not None:
-        return _VECTOR_NORM(x, ord, _dim_list(dim))
-    return _VECTOR_NORM(x) if ord == 2 else _VECTOR_NORM(x, ord)
+    return _call(_VECTOR_NORM, x, ord, dim, keepdim, dtype, default=2)
 
 
 def variants(device: str | torch.device = "cuda") -> list[Variant]:
