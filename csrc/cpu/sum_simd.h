@@ -1,0 +1,27 @@
+// Sums of contiguous runs on the CPU with explicit vectors: float32, float16 and bfloat16 in
+// float, float64 in double, int64 in int64. GCC did not vectorise the generic loop well (16-bit
+// floats stayed scalar; float32 reached 0.6-0.9x of torch.sum), so these loops name their vectors
+// (GCC/Clang vector extensions). sum_simd.cpp builds them for the baseline x86-64 ISA and again
+// for AVX2 + F16C, and picks at run time, as torch's own kernels do. Both builds add the same
+// lanes in the same order (32 float lanes, 16 of double or int64; a cascade of 16 rows into a
+// second level, 16 of those into a third, as torch's cascade_sum; then a fixed tree over the
+// lanes), so the bits do not depend on the CPU, nor on the thread count.
+#pragma once
+
+#include <cstdint>
+
+namespace treduce::cpu::simd {
+
+// One contiguous run each; 16-bit floats as their bits.
+struct SumKernels {
+  float (*f32)(const float*, int64_t);
+  double (*f64)(const double*, int64_t);
+  float (*f16)(const uint16_t*, int64_t);
+  float (*bf16)(const uint16_t*, int64_t);
+  int64_t (*i64)(const int64_t*, int64_t);  // wraps, as torch's int64 sum
+};
+
+// The kernels for this CPU, chosen once.
+const SumKernels& sum_kernels();
+
+}  // namespace treduce::cpu::simd

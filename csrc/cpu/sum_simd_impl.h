@@ -1,0 +1,147 @@
+// The loops of sum_simd.h, included once per instruction set by sum_simd.cpp inside
+// namespace treduce::cpu::simd::TREDUCE_SIMD_ISA (every header they use is included before, so
+// that no inline function of another header is compiled for the wider instruction set).
+// TREDUCE_SIMD_AVX2: 16-bit loads by AVX2 and F16C intrinsics, else by generic vector operations.
+
+// TREDUCE_SIMD_BYTES: the vector size (16 for the baseline: GCC kept 32-byte vectors it had to
+// split in memory, 5x slower). Either way a row is 128 bytes of accumulators, so lane j of both
+// builds sums the same elements in the same order.
+constexpr int kBytes = TREDUCE_SIMD_BYTES;
+using vf32 = float __attribute__((vector_size(kBytes)));
+using vf64 = double __attribute__((vector_size(kBytes)));
+using vu64 = uint64_t __attribute__((vector_size(kBytes)));
+using vu32 = uint32_t __attribute__((vector_size(kBytes)));
+using vu16 = uint16_t __attribute__((vector_size(kBytes / 2)));  // as many lanes as vu32
+
+template <class V, class T>
+[[gnu::always_inline]] inline V load_as(const T* p) {
+  V v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
+template <class To, class From>
+[[gnu::always_inline]] inline To bit_cast_vec(const From& v) {
+  static_assert(sizeof(To) == sizeof(From), "same size");
+  To t;
+  std::memcpy(&t, &v, sizeof t);
+  return t;
+}
+
+struct LoadF32 {
+  using V = vf32;
+  using In = float;
+  [[gnu::always_inline]] static V load(const float* p) { return load_as<V>(p); }
+};
+
+struct LoadF64 {
+  using V = vf64;
+  using In = double;
+  [[gnu::always_inline]] static V load(const double* p) { return load_as<V>(p); }
+};
+
+struct LoadI64 {  // unsigned lanes: the sum wraps (signed overflow would be undefined)
+  using V = vu64;
+  using In = int64_t;
+  [[gnu::always_inline]] static V load(const int64_t* p) { return load_as<V>(p); }
+};
+
+struct LoadBF16 {  // bfloat16 is the top half of a float
+  using V = vf32;
+  using In = uint16_t;
+  [[gnu::always_inline]] static V load(const uint16_t* p) {
+#if TREDUCE_SIMD_AVX2  // one widening load (GCC made two halves and an insert of the generic form)
+    static_assert(kBytes == 32, "eight lanes");
+    const __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    return bit_cast_vec<V>(_mm256_slli_epi32(w, 16));
+#else
+    return bit_cast_vec<V>(__builtin_convertvector(load_as<vu16>(p), vu32) << 16);
+#endif
+  }
+};
+
+struct LoadF16 {
+  using V = vf32;
+  using In = uint16_t;
+  [[gnu::always_inline]] static V load(const uint16_t* p) {
+#if TREDUCE_SIMD_AVX2  // F16C's conversion
+    static_assert(kBytes == 32, "eight halves");
+    return bit_cast_vec<V>(_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
+#else
+    // Lowp<c10::Half>::to_float (reduce_cpu.cpp) on every lane: exponent and mantissa moved into
+    // place and rebiased, infinities and NaNs to the top exponent, subnormals renormalised by one
+    // float subtraction.
+    const vu32 h = __builtin_convertvector(load_as<vu16>(p), vu32);
+    const vu32 em = (h & 0x7fffu) << 13;
+    const vu32 exp = em & 0x0f800000u;
+    const vu32 inf_nan = bit_cast_vec<vu32>(exp == 0x0f800000u);
+    const vu32 subnormal = bit_cast_vec<vu32>(exp == 0u);
+    const vu32 o = em + 0x38000000u + (inf_nan & 0x38000000u);
+    const vf32 shifted = bit_cast_vec<vf32>(o + 0x00800000u) - bit_cast_vec<float>(0x38800000u);
+    const vu32 renormalised = bit_cast_vec<vu32>(shifted);
+    return bit_cast_vec<V>((o & ~subnormal) | (renormalised & subnormal) | ((h & 0x8000u) << 16));
+#endif
+  }
+};
+
+// The tail of a run, fewer than kVecs * kWidth elements, added in order (converted through the
+// same loader from a zero-padded copy). Out of line: inlined, GCC zeroed the copy's memory on
+// every call, tail or not (a tenth of the time of rows of 128).
+template <class L, int kVecs, int kWidth>
+[[gnu::noinline]] auto tail_sum(const typename L::In* x, int64_t tail) {
+  typename L::In pad[kVecs * kWidth] = {};
+  std::memcpy(pad, x, tail * sizeof(typename L::In));
+  decltype(L::load(pad)[0] + 0) s = 0;
+  for (int k = 0; k < kVecs; ++k) {
+    const typename L::V v = L::load(pad + k * kWidth);
+    for (int j = 0; j < kWidth && k * kWidth + j < tail; ++j) s += v[j];
+  }
+  return s;
+}
+
+// 128 bytes of accumulators (kVecs vectors); each lane a cascade (sum_simd.h), then the lanes
+// combined as a tree in a fixed order.
+template <class L>
+inline auto cascade_sum(const typename L::In* x, int64_t n) {
+  using V = typename L::V;
+  using A = std::remove_reference_t<decltype(V{}[0])>;
+  constexpr int kWidth = int(sizeof(V) / sizeof(A));
+  constexpr int kVecs = 128 / kBytes;
+  constexpr int64_t kRow = kVecs * kWidth, kStep = 16;
+  if (n < kRow) return n > 0 ? tail_sum<L, kVecs, kWidth>(x, n) : A(0);
+  V top[kVecs], mid[kVecs], low[kVecs];
+  for (V& v : top) v = V{};
+  const int64_t rows = n / kRow;
+  for (int64_t r2 = 0; r2 < rows; r2 += kStep * kStep) {
+    for (V& v : mid) v = V{};
+    const int64_t end2 = std::min(rows, r2 + kStep * kStep);
+    for (int64_t r1 = r2; r1 < end2; r1 += kStep) {
+      for (V& v : low) v = V{};
+      const int64_t end1 = std::min(end2, r1 + kStep);
+      for (int64_t r = r1; r < end1; ++r) {
+        const typename L::In* p = x + r * kRow;
+        for (int k = 0; k < kVecs; ++k) low[k] += L::load(p + k * kWidth);
+      }
+      for (int k = 0; k < kVecs; ++k) mid[k] += low[k];
+    }
+    for (int k = 0; k < kVecs; ++k) top[k] += mid[k];
+  }
+  // The lanes as a tree, lane j += lane j + w for w = kRow / 2, ..., 1: whole vectors while w
+  // spans them, then the lanes of the first.
+  for (int w = kVecs / 2; w > 0; w /= 2)
+    for (int k = 0; k < w; ++k) top[k] += top[k + w];
+  A lane[kWidth];
+  for (int j = 0; j < kWidth; ++j) lane[j] = top[0][j];
+  for (int w = kWidth / 2; w > 0; w /= 2)
+    for (int j = 0; j < w; ++j) lane[j] += lane[j + w];
+  if (const int64_t tail = n - rows * kRow; tail > 0) lane[0] += tail_sum<L, kVecs, kWidth>(x + rows * kRow, tail);
+  return lane[0];
+}
+
+inline float sum_f32(const float* x, int64_t n) { return cascade_sum<LoadF32>(x, n); }
+inline double sum_f64(const double* x, int64_t n) { return cascade_sum<LoadF64>(x, n); }
+inline float sum_f16(const uint16_t* x, int64_t n) { return cascade_sum<LoadF16>(x, n); }
+inline float sum_bf16(const uint16_t* x, int64_t n) { return cascade_sum<LoadBF16>(x, n); }
+inline int64_t sum_i64(const int64_t* x, int64_t n) { return int64_t(cascade_sum<LoadI64>(x, n)); }
+
+inline SumKernels kernels() { return {&sum_f32, &sum_f64, &sum_f16, &sum_bf16, &sum_i64}; }
