@@ -179,3 +179,17 @@ def test_cpu_dims_run_writes_every_output(tmp_path, capsys):
     assert all(r["n"] == 1 << 10 and r["dtype"] == "float32" and r["median_us"] > 0 for r in eager)
     assert "## Eager call overhead: full sum of 2^10 float32" in md and "| torch_reduce.sum |" in md
     assert not (out / "results.json").exists()  # the sweep's outputs are left alone
+
+
+def test_cpu_sweep_writes_every_case(tmp_path, capsys):
+    """benchmarks/cpu.py, small: every dtype and both dims, each with its time and (floats) error."""
+    import cpu
+
+    assert cpu.main(["--quick", "--threads", "1", "--reps", "3", "--out", str(tmp_path)]) == 0
+    rows = json.loads((tmp_path / "cpu.json").read_text())["rows"]
+    assert len(rows) == len(list(cpu.cases(True)))
+    for r in rows:
+        assert r["torch_us"] > 0 and r["ours_us"] > 0
+        floating = r["dtype"] in ("float32", "bfloat16", "float16", "float64")
+        assert (r["ours_error"] is not None) == floating
+    assert "| 1 | 256x256 | float32 | 0 |" in (tmp_path / "cpu.md").read_text()
