@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The whole check on a GPU machine, in one go: build, the test suite (CUDA and slow cases included),
 # compute-sanitizer's four tools over every CUDA variant, and the benchmarks (the full-sum sweep, the
-# dims suite, the ladder and the statistics suite). Logs and results go to $LOGS (default ./gpu_check_out); a summary is
+# dims suite, the ladder, the statistics suite and the CPU sweep). Logs and results go to $LOGS (default ./gpu_check_out); a summary is
 # printed last and kept in summary.txt. Needs no network: torch, pytest, ninja and cmake must
 # already be installed.
 #
@@ -14,7 +14,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 LOGS=${LOGS:-$PWD/gpu_check_out}
-STAGES=${STAGES:-"build test sanitize bench dims ladder stats"}
+STAGES=${STAGES:-"build test sanitize bench dims ladder stats cpu"}
 BENCH_ARGS=${BENCH_ARGS:-}
 DIMS_ARGS=${DIMS_ARGS:-}
 mkdir -p "$LOGS"
@@ -97,6 +97,16 @@ if has stats; then
     note "stats: ok ($((SECONDS - start)) s); table in stats.log and bench/stats.md"
   else
     note "stats: FAILED"; tail -20 "$LOGS/stats.err"
+  fi
+fi
+
+if has cpu; then
+  # The CPU sweep on this machine's cores (one thread and every core).
+  start=$SECONDS
+  if (cd benchmarks && timeout "${BENCH_TIMEOUT:-1200}" python3 cpu.py --out "$LOGS/bench" > "$LOGS/cpu.log" 2>"$LOGS/cpu.err"); then
+    note "cpu: ok ($((SECONDS - start)) s); table in cpu.log and bench/cpu.md"
+  else
+    note "cpu: FAILED"; tail -20 "$LOGS/cpu.err"
   fi
 fi
 
