@@ -98,24 +98,19 @@ Acc pairwise_sum(const In* x, int64_t n) {
   return pairwise_sum<In, Mid, Acc>(x, half) + pairwise_sum<In, Mid, Acc>(x + half, n - half);
 }
 
-// The same tree over values already in the accumulator, for any operator.
+// The same tree over values already in the accumulator, for any operator: n partial results
+// spaced `stride` apart, combined in index order.
 template <class Op, class Acc>
-Acc pairwise_combine(const Acc* x, int64_t n) {
+Acc pairwise_combine(const Acc* x, int64_t n, int64_t stride = 1) {
   if (n == 1) return x[0];
   const int64_t half = n / 2;
-  return Op::combine(pairwise_combine<Op>(x, half), pairwise_combine<Op>(x + half, n - half));
+  return Op::combine(pairwise_combine<Op>(x, half, stride), pairwise_combine<Op>(x + half * stride, n - half, stride));
 }
 
 // Elements per parallel task. Partial results are combined in a fixed order,
 // so the result is the same bits whatever the number of threads.
 constexpr int64_t kChunk = int64_t(1) << 16;
 
-// Sixteen independent accumulators: no loop-carried dependence between lanes, so the compiler
-// vectorises the loop without reassociating. Each lane adds in a cascade, as torch's
-// cascade_sum: 16 elements into a first level, 16 of those into a second, the rest into a
-// third, so a lane's rounding error grows with about 48 additions, not with the 4096 of a 64K
-// chunk (float32 2^24: relative error 4.7e-6 -> torch's 7e-7). `stride` is 1 for contiguous
-// runs (the case that vectorises).
 // A contiguous run of a sum that sum_simd.h has a kernel for (the elements read as they are).
 template <class In, class Mid, class Op>
 inline constexpr bool kSimdSum =
@@ -135,6 +130,12 @@ auto simd_sum(const In* x, int64_t n) {
   else return k.bf16(reinterpret_cast<const uint16_t*>(x), n);
 }
 
+// Sixteen independent accumulators: no loop-carried dependence between lanes, so the compiler
+// vectorises the loop without reassociating. Each lane adds in a cascade, as torch's
+// cascade_sum: 16 elements into a first level, 16 of those into a second, the rest into a
+// third, so a lane's rounding error grows with about 48 additions, not with the 4096 of a 64K
+// chunk (float32 2^24: relative error 4.7e-6 -> torch's 7e-7). `stride` is 1 for contiguous
+// runs (the case that vectorises); sums sum_simd.h has a kernel for go there.
 template <class In, class Mid, class Op>
 typename Op::acc_t chunk_reduce(const In* x, int64_t n, int64_t stride) {
   if constexpr (kSimdSum<In, Mid, Op>) {
@@ -214,37 +215,25 @@ void reduce_rows(const In* x, const Layout3& l, const Sink& out) {
   using Chunk = ChunkOp<Mid, Op>;
   const int64_t chunks = (l.reduced + kChunk - 1) / kChunk;
   const int64_t tasks = l.outer * chunks;
-  const auto chunk = [&](int64_t task) {
-    const int64_t o = task / chunks, c = task % chunks;
+  const auto chunk = [&](int64_t o, int64_t c) {  // chunk c of row o
     const int64_t begin = c * kChunk;
     return Acc(chunk_reduce<In, Mid, Chunk>(x + o * l.in_outer + begin * l.in_reduced,
                                             std::min(kChunk, l.reduced - begin), l.in_reduced));
   };
   // Short rows: several per task, so that a task reads at least ~32K elements.
   const int64_t grain = std::max<int64_t>(1, (int64_t(1) << 15) / std::min(l.reduced, kChunk));
-  if (chunks == 1) {  // a row a task, without chunk's divisions (short rows: ~15% of the time)
+  if (chunks == 1) {  // a row a task, with no division of the task index (short rows: ~15% of the time)
     at::parallel_for(0, tasks, grain, [&](int64_t begin, int64_t end) {
-      for (int64_t o = begin; o < end; ++o)
-        out.put<Op>(o * l.out_outer, Acc(chunk_reduce<In, Mid, Chunk>(x + o * l.in_outer, l.reduced, l.in_reduced)));
+      for (int64_t o = begin; o < end; ++o) out.put<Op>(o * l.out_outer, chunk(o, 0));
     });
     return;
   }
   const std::unique_ptr<Acc[]> partial(new Acc[tasks]);  // not a vector: Acc may be bool
   at::parallel_for(0, tasks, grain, [&](int64_t begin, int64_t end) {
-    for (int64_t t = begin; t < end; ++t) partial[t] = chunk(t);
+    for (int64_t t = begin; t < end; ++t) partial[t] = chunk(t / chunks, t % chunks);
   });
   for (int64_t o = 0; o < l.outer; ++o)
     out.put<Op>(o * l.out_outer, pairwise_combine<Op>(partial.get() + o * chunks, chunks));
-}
-
-// The accumulators of n partial results spaced `stride` apart, combined as a balanced tree in
-// index order.
-template <class Op, class Acc>
-Acc pairwise_combine_strided(const Acc* x, int64_t n, int64_t stride) {
-  if (n == 1) return x[0];
-  const int64_t half = n / 2;
-  return Op::combine(pairwise_combine_strided<Op>(x, half, stride),
-                     pairwise_combine_strided<Op>(x + half * stride, n - half, stride));
 }
 
 // Columns (inner > 1): a task owns a strip of up to kWidth adjacent outputs of one outer index
@@ -313,7 +302,7 @@ void reduce_columns(const In* x, const Layout3& l, const Sink& out) {
       const int64_t o = t / strips, s = t % strips;
       const int64_t width = std::min(kWidth, l.inner - s * kWidth);
       const Acc* p = partial.get() + t * segments * width_max;
-      for (int64_t j = 0; j < width; ++j) store(o, s, j, pairwise_combine_strided<Op>(p + j, segments, width_max));
+      for (int64_t j = 0; j < width; ++j) store(o, s, j, pairwise_combine<Op>(p + j, segments, width_max));
     }
   });
 }
