@@ -91,24 +91,19 @@ if has ladder; then
   fi
 fi
 
-if has stats; then
+# A suite script of benchmarks/ (NAME.py), its tables to $LOGS/bench.
+suite() {
+  local name=$1
   start=$SECONDS
-  if (cd benchmarks && timeout "${BENCH_TIMEOUT:-1200}" python3 stats.py --out "$LOGS/bench" > "$LOGS/stats.log" 2>"$LOGS/stats.err"); then
-    note "stats: ok ($((SECONDS - start)) s); table in stats.log and bench/stats.md"
+  if (cd benchmarks && timeout "${BENCH_TIMEOUT:-1200}" python3 "$name.py" --out "$LOGS/bench" > "$LOGS/$name.log" 2>"$LOGS/$name.err"); then
+    note "$name: ok ($((SECONDS - start)) s); table in $name.log and bench/$name.md"
   else
-    note "stats: FAILED"; tail -20 "$LOGS/stats.err"
+    note "$name: FAILED"; tail -20 "$LOGS/$name.err"
   fi
-fi
+}
 
-if has cpu; then
-  # The CPU sweep on this machine's cores (one thread and every core).
-  start=$SECONDS
-  if (cd benchmarks && timeout "${BENCH_TIMEOUT:-1200}" python3 cpu.py --out "$LOGS/bench" > "$LOGS/cpu.log" 2>"$LOGS/cpu.err"); then
-    note "cpu: ok ($((SECONDS - start)) s); table in cpu.log and bench/cpu.md"
-  else
-    note "cpu: FAILED"; tail -20 "$LOGS/cpu.err"
-  fi
-fi
+has stats && suite stats
+has cpu && suite cpu  # the CPU sweep on this machine's cores (one thread and every core)
 
 echo
 echo "==== summary ($LOGS)"
