@@ -63,7 +63,8 @@ constexpr VariantDoc kDocs[] = {
      "16-byte loads from the first 128-byte boundary, the head before it and the tail one load a lane "
      "of one warp, 4 in flight per thread; 1-byte and int16 inputs counted by __dp4a / __dp2a in "
      "32-bit registers; one block for small inputs (up to 128 KiB, every load of a thread issued at "
-     "once), else as many blocks as fit at once and a one-warp kernel adding their partials in order; "
+     "once), else as many blocks as fit at once whose partials are added in order, by the last block to finish "
+     "in eager calls (one launch), by a one-warp kernel in CUDA graphs; "
      "the full-reduction and short-row kernels launched with programmatic dependence (PDL), overlapping the kernel "
      "before it",
      "-", "our fastest: everything above that pays, plus vector loads and packed-integer counting",

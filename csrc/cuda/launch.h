@@ -46,6 +46,10 @@ struct ReduceArgs {
   Layout3 layout;
   ProjectArgs project;           // what the op's projection reads (reduce_ops.h)
   void* out2 = nullptr;          // var_mean / std_mean: the mean, like `out`
+  // A word that is 0 and that no other call can touch until this one's kernels are done (the
+  // stream's own scratch, see cuda/ops.cpp), or null. With it a full reduction runs as one
+  // kernel whose last block adds the partials and sets the word back to 0; without it, two.
+  unsigned* ticket = nullptr;
 };
 
 // With workspace_bytes null: enqueues the whole reduction on a.stream and returns the first

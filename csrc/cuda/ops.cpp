@@ -7,7 +7,10 @@
 #include <c10/cuda/CUDAGuard.h>
 #include <torch/library.h>
 
+#include <map>
+#include <mutex>
 #include <string>
+#include <utility>
 
 #include "../reduce_common.h"
 #include "launch.h"
@@ -15,9 +18,61 @@
 namespace treduce::cuda {
 namespace {
 
+// Scratch of eager calls: one block of device memory per (device, stream), taken from the
+// stream-ordered allocator (cudaMallocAsync) on that stream by its first call and kept for the
+// life of the process; a call that needs more gets a larger one.
+// Calls on one stream run one after another, so each finds it free, and its first word, the
+// one-kernel ticket (launch.h), is 0 between calls. An eager call then costs one allocation
+// (its result) and, for a full reduction, one launch: less than torch.sum's (which also zeroes a
+// semaphore). Outside torch's caching allocator on purpose: torch.compile's CUDA-graph trees route
+// a warm-up's allocations into a graph's private pool, where memory held past the call is an
+// error. CUDA graphs do not use it: a captured call keeps its own memory (a graph may be replayed
+// on any stream, beside anything).
+constexpr size_t kTicketBytes = 256;  // the ticket, then the scratch proper, 256-byte aligned
+constexpr size_t kFirstScratchBytes = 256 << 10;
+constexpr size_t kMostScratchBytes = 64 << 20;  // larger needs go to the caching allocator
+
+// A block of at least kTicketBytes + bytes whose first word is 0, or null (too large, or no
+// stream-ordered allocator on this device).
+char* stream_scratch(c10::DeviceIndex device, cudaStream_t stream, size_t bytes) {
+  struct Block {
+    char* data = nullptr;
+    size_t size = 0;
+  };
+  using Key = std::pair<c10::DeviceIndex, cudaStream_t>;  // each device's default stream is null
+  const Key key{device, stream};
+  thread_local Key last_key{-1, nullptr};
+  thread_local Block last;
+  const size_t need = kTicketBytes + bytes;
+  if (need > kMostScratchBytes) return nullptr;
+  if (key == last_key && need <= last.size) return last.data;
+  static std::mutex mutex;
+  static auto* blocks = new std::map<Key, Block>();  // never freed, like the memory
+  const std::lock_guard<std::mutex> lock(mutex);
+  Block& block = (*blocks)[key];
+  if (need > block.size) {
+    size_t size = kFirstScratchBytes;
+    while (size < need) size *= 2;
+    void* data = nullptr;
+    if (cudaMallocAsync(&data, size, stream) != cudaSuccess) {
+      (void)cudaGetLastError();  // no stream-ordered allocator: the caller takes the caching allocator's
+      return nullptr;
+    }
+    C10_CUDA_CHECK(cudaMemsetAsync(data, 0, sizeof(unsigned), stream));
+    // The smaller block is not freed: another thread's cache (below) may still hand it out for
+    // a call on this stream, which then is as good as ever (its ticket is 0 between calls too).
+    // Sizes double, so all of a stream's blocks are less than twice its largest.
+    block = {static_cast<char*>(data), size};
+  }
+  last_key = key;
+  last = block;
+  return block.data;
+}
+
 // Runs a prepared call: the ladder variants through launch_sum (a full reduction of a
-// contiguous input), auto through launch_reduce (any op, any layout). Scratch comes from the
-// caching allocator, so the call never synchronises and is safe in CUDA graphs.
+// contiguous input), auto through launch_reduce (any op, any layout). Scratch is the stream's
+// own for eager calls of auto (above), else from the caching allocator; the call never
+// synchronises and is safe in CUDA graphs.
 at::Tensor run(const Prepared& p) {
   if (p.done) return p.out;
   const cudaDeviceProp* props = at::cuda::getCurrentDeviceProperties();
@@ -26,7 +81,8 @@ at::Tensor run(const Prepared& p) {
   args.n = p.input.numel();
   args.types = p.types;
   args.out = p.out.mutable_data_ptr();
-  args.stream = at::cuda::getCurrentCUDAStream();
+  const c10::cuda::CUDAStream stream = at::cuda::getCurrentCUDAStream();
+  args.stream = stream.stream();
   args.sm_count = props->multiProcessorCount;
   args.cc_major = props->major;
   args.op = p.op;
@@ -41,8 +97,18 @@ at::Tensor run(const Prepared& p) {
   C10_CUDA_CHECK(launch(&bytes));
   at::Tensor workspace;
   if (bytes > 0) {
-    workspace = at::empty({static_cast<int64_t>(bytes)}, p.out.options().dtype(at::kByte));
-    args.workspace = workspace.mutable_data_ptr();
+    cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+    C10_CUDA_CHECK(cudaStreamIsCapturing(args.stream, &capture));
+    char* scratch = p.is_auto && capture == cudaStreamCaptureStatusNone
+                        ? stream_scratch(stream.device_index(), args.stream, bytes)
+                        : nullptr;
+    if (scratch != nullptr) {
+      args.ticket = reinterpret_cast<unsigned*>(scratch);
+      args.workspace = scratch + kTicketBytes;
+    } else {
+      workspace = at::empty({static_cast<int64_t>(bytes)}, p.out.options().dtype(at::kByte));
+      args.workspace = workspace.mutable_data_ptr();
+    }
   }
   C10_CUDA_CHECK(launch(nullptr));
   return p.out;

@@ -216,6 +216,28 @@ __device__ __forceinline__ A shfl_down(unsigned mask, const A& v, int offset, in
   }
 }
 
+// *p read past L1: for values other blocks of the running grid wrote, which a stale L1 line
+// must not answer. ld.cg one 32-bit word at a time; accumulators of 1 or 2 bytes (the
+// extrema of bool, 8- and 16-bit inputs) by volatile byte loads.
+template <class A>
+__device__ __forceinline__ A load_cg(const A* p) {
+  if constexpr (sizeof(A) % 4 != 0) {
+    unsigned char b[sizeof(A)];
+#pragma unroll
+    for (int k = 0; k < int(sizeof(A)); ++k) b[k] = reinterpret_cast<const volatile unsigned char*>(p)[k];
+    A r;
+    memcpy(&r, b, sizeof(A));
+    return r;
+  } else {
+    unsigned w[sizeof(A) / 4];
+#pragma unroll
+    for (int k = 0; k < int(sizeof(A) / 4); ++k) w[k] = __ldcg(reinterpret_cast<const unsigned*>(p) + k);
+    A r;
+    memcpy(&r, w, sizeof(A));
+    return r;
+  }
+}
+
 // Reduces a warp's 32 values into lane 0 through register shuffles.
 template <class Op, class A>
 __device__ __forceinline__ A warp_reduce(A v) {

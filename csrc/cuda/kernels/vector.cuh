@@ -12,15 +12,15 @@
 //  - One block for small inputs (one launch), every thread issuing all its loads (up to 16
 //    vectors) before any add. Otherwise as many blocks of 512 threads as fit on the device
 //    at once (4 per multiprocessor at up to 32 registers a thread) each write a partial, and
-//    a second kernel adds the partials in block order.
+//    the partials are added in block order: by the last block to finish in eager calls, by a
+//    second kernel in CUDA graphs.
 //  - Every kernel is launched with programmatic dependence: its launch overlaps the kernel
 //    before it on the stream, and it waits for that kernel before reading anything. A chain
 //    of calls (or a call after any kernel that allows it) saves most of a launch: float32
 //    2^14 in a graph of calls, 2.23 -> 1.64 us.
 // The data each thread and block reads is fixed by n, the alignment and the device, so
 // the result is the same bits on every call and every graph replay.
-// Still costs: the second kernel on mid sizes (benchmarks/NOTES.md says why a single kernel
-// with a completion counter was not taken); blocks owning one tile fewer than others idle at
+// Still costs: blocks owning one tile fewer than others idle at
 // the end on sizes just past a multiple of the grid.
 #pragma once
 
@@ -521,49 +521,89 @@ small_sum_kernel(const typename R::In* x, VecSplit s, Sink out) {
   if (threadIdx.x == 0) store_result<typename R::Op, Out>(out, v);
 }
 
-// Larger inputs: each block's partial, combined by combine_partials_kernel. It lets that
-// kernel launch only after its own wait, so that a chain of calls never has more than one
-// grid launched ahead (a grid that triggered first let chains of waiting grids crowd the
-// device). Four blocks a multiprocessor, so at most 32 registers: uint8 with dtype=float32
-// took 38 (the block with the partial tile and the head and tail).
+// Adds the block partials in block order (lane l: partials l, l + 32, ..., added pairwise,
+// then the lanes by shuffles), so the result does not depend on which block finished first;
+// the combine kernel and the last block of a one-kernel call run this same code, so both give
+// the same bits. kFromL2: the partials were written by other blocks of the running grid, so
+// they are read from L2 (ld.cg), never from a line this multiprocessor's L1 may hold.
+template <class R, bool kFromL2>
+__device__ __forceinline__ typename R::Acc combine_partials(const typename R::Acc* partials, int n) {
+  using Op = typename R::Op;
+  using Acc = typename R::Acc;
+  auto v = Op::identity();
+  for (int first = threadIdx.x; first < n; first += 32 * kCombineLoads) {
+    Acc r[kCombineLoads];
+#pragma unroll
+    for (int k = 0; k < kCombineLoads; ++k) {
+      const int i = first + 32 * k;
+      if constexpr (kFromL2) r[k] = i < n ? load_cg(partials + i) : Op::identity();
+      else r[k] = i < n ? partials[i] : Op::identity();
+    }
+    pairwise_in_place<kCombineLoads, Op>(r);
+    v = Op::combine(v, r[0]);
+  }
+  return warp_reduce<Op>(v);
+}
+
+// The last block's combine in a one-kernel call, by its first warp. Not inlined: it holds up to
+// kCombineLoads accumulators at once, more than the grid kernel's register bound, and inlined
+// its spills reached the grid loop (uint8, bfloat16 var); here they stay in this one warp.
+template <class R>
+__device__ __noinline__ void finish_last_block(const typename R::Acc* partials, int n, Sink out) {
+  __threadfence();  // every block's partial, seen through its ticket, is read after it
+  const auto v = combine_partials<R, true>(partials, n);
+  if (threadIdx.x == 0) store_acc<typename R::Op>(out, 0, v);
+}
+
+// Larger inputs: each block's partial, then their combine. Two ways to a result, the same bits:
+//  - ticket null (calls captured in CUDA graphs, where a call's memory must be its own):
+//    combine_partials_kernel adds the partials, a second launch.
+//  - a ticket (eager calls): a word of the stream's own scratch that is 0 between calls; each
+//    block takes a number after its partial is visible, and the last one adds the partials,
+//    leaving the word at 0 again (atomicInc wraps it). One launch fewer: in eager code the host's
+//    cost a launch, not the kernel, sets the pace (benchmarks/NOTES.md).
+// It lets the next kernel launch only after its own wait, so that a chain of calls never has
+// more than one grid launched ahead (a grid that triggered first let chains of waiting grids
+// crowd the device). Four blocks a multiprocessor, so at most 32 registers: uint8 with
+// dtype=float32 took 38 (the block with the partial tile and the head and tail).
 template <class R>
 __global__ void __launch_bounds__(kVecBlock, kResidentBlocks<R>)
-vector_sum_kernel(const typename R::In* x, VecSplit s, typename R::Acc* partials) {
+vector_sum_kernel(const typename R::In* x, VecSplit s, typename R::Acc* partials, unsigned* ticket, Sink out) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   cudaGridDependencySynchronize();
   cudaTriggerProgrammaticLaunchCompletion();
 #endif
   auto v = tile_sum<R>(x, s);
   v = block_reduce<typename R::Op, kVecBlock>(v);
-  if (threadIdx.x == 0) partials[blockIdx.x] = v;
+  if (ticket == nullptr) {
+    if (threadIdx.x == 0) partials[blockIdx.x] = v;
+    return;
+  }
+  __shared__ bool last;
+  if (threadIdx.x == 0) {
+    partials[blockIdx.x] = v;
+    __threadfence();  // the partial is visible before the ticket is taken
+    last = atomicInc(ticket, gridDim.x - 1) == gridDim.x - 1;
+  }
+  __syncthreads();
+  if (last && threadIdx.x < 32) finish_last_block<R>(partials, int(gridDim.x), out);
 }
 
-// Adds the block partials in block order (lane l: partials l, l + 32, ..., added pairwise,
-// then the lanes by shuffles), so the result does not depend on which block finished first.
-// One warp: 256 threads with a block reduction (shared memory and a barrier) took longer for
-// the same loads. The next kernel may launch once the grid kernel has finished, not before:
-// launched while the grid ran, the next call's grid took 0.2-0.65 us longer at 6-12 MiB
-// (float32 8 MiB 3.59 against 3.00 us), most likely from its blocks being placed in the slots
-// the running grid left (one kernel at a time, ncu counts 1-2 blocks on every multiprocessor
-// at 256 blocks).
+// The partials of vector_sum_kernel into the result, one warp. (256 threads with a block
+// reduction, shared memory and a barrier, took longer for the same loads.) The next kernel
+// may launch once the grid kernel has finished, not before: launched while the grid ran, the
+// next call's grid took 0.2-0.65 us longer at 6-12 MiB (float32 8 MiB 3.59 against 3.00 us),
+// most likely from its blocks being placed in the slots the running grid left (one kernel at a
+// time, ncu counts 1-2 blocks on every multiprocessor at 256 blocks).
 template <class R, class Out>
 __global__ void __launch_bounds__(32)
 combine_partials_kernel(const typename R::Acc* partials, int n, Sink out) {
-  using Op = typename R::Op;
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   cudaGridDependencySynchronize();  // the first kernel has finished and its writes are visible
   cudaTriggerProgrammaticLaunchCompletion();  // the next call's kernel may launch; it waits for this one
 #endif
-  auto v = Op::identity();
-  for (int first = threadIdx.x; first < n; first += 32 * kCombineLoads) {
-    typename R::Acc r[kCombineLoads];
-#pragma unroll
-    for (int k = 0; k < kCombineLoads; ++k) r[k] = first + 32 * k < n ? partials[first + 32 * k] : Op::identity();
-    pairwise_in_place<kCombineLoads, Op>(r);
-    v = Op::combine(v, r[0]);
-  }
-  v = warp_reduce<Op>(v);
-  if (threadIdx.x == 0) store_result<Op, Out>(out, v);
+  const auto v = combine_partials<R, false>(partials, n);
+  if (threadIdx.x == 0) store_result<typename R::Op, Out>(out, v);
 }
 
 template <class R>
@@ -593,8 +633,9 @@ cudaError_t run_vector(const ReduceArgs& a, size_t* workspace_bytes) {
     return launch_dependent(kernel, dim3(1), dim3(kVecBlock), a, x, s, result);
   }
   auto* partials = static_cast<Acc*>(a.workspace);
-  if (cudaError_t e = launch_dependent(vector_sum_kernel<R>, dim3(unsigned(blocks)), dim3(kVecBlock), a, x, s, partials);
-      e != cudaSuccess)
+  if (cudaError_t e = launch_dependent(vector_sum_kernel<R>, dim3(unsigned(blocks)), dim3(kVecBlock), a, x, s,
+                                       partials, a.ticket, result);
+      e != cudaSuccess || a.ticket != nullptr)
     return e;
   auto* combine = plain ? combine_partials_kernel<R, PlainOut> : combine_partials_kernel<R, void>;
   return launch_dependent(combine, dim3(1), dim3(32), a, static_cast<const Acc*>(partials),
