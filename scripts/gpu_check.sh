@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The whole check on a GPU machine, in one go: build, the test suite (CUDA and slow cases included),
 # compute-sanitizer's four tools over every CUDA variant, and the benchmarks (the full-sum sweep, the
-# dims suite, the ladder, the statistics suite and the CPU sweep). Logs and results go to $LOGS (default ./gpu_check_out); a summary is
+# dims suite, the ladder, the statistics suite, the eager suite and the CPU sweep). Logs and results go to $LOGS (default ./gpu_check_out); a summary is
 # printed last and kept in summary.txt. Needs no network: torch, pytest, ninja and cmake must
 # already be installed.
 #
@@ -14,7 +14,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 LOGS=${LOGS:-$PWD/gpu_check_out}
-STAGES=${STAGES:-"build test sanitize bench dims ladder stats cpu"}
+STAGES=${STAGES:-"build test sanitize bench dims ladder stats eager cpu"}
 BENCH_ARGS=${BENCH_ARGS:-}
 DIMS_ARGS=${DIMS_ARGS:-}
 mkdir -p "$LOGS"
@@ -103,6 +103,7 @@ suite() {
 }
 
 has stats && suite stats
+has eager && suite eager  # calls from a plain Python loop: eager time, host cost, kernel time
 has cpu && suite cpu  # the CPU sweep on this machine's cores (one thread and every core)
 
 echo

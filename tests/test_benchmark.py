@@ -193,3 +193,31 @@ def test_cpu_sweep_writes_every_case(tmp_path, capsys):
         floating = r["dtype"] in ("float32", "bfloat16", "float16", "float64")
         assert (r["ours_error"] is not None) == floating
     assert "| 1 | 256x256 | float32 | 0 |" in (tmp_path / "cpu.md").read_text()
+
+
+def _eager_rows(torch_eager, ours_eager, torch_kernel, ours_kernel):
+    common = {"shape": [1024], "dtype": "float32", "dim": None, "host_us": 1.0}
+    return [dict(common, candidate="torch.sum", eager_us=torch_eager, kernel_us=torch_kernel),
+            dict(common, candidate="torch_reduce.sum", eager_us=ours_eager, kernel_us=ours_kernel),
+            dict(common, candidate="torch.ops.treduce.sum", eager_us=ours_eager, kernel_us=ours_kernel)]
+
+
+def test_eager_table_applies_the_issue_bar():
+    """benchmarks/eager.py's target: eager time at most torch's, and at most 0.9x where the kernel
+    alone is 2x faster."""
+    import eager
+
+    assert "| met |" in eager.markdown(_eager_rows(10.0, 9.9, 4.0, 3.0), "")  # kernel 1.33x: 1.01x is enough
+    assert "miss (1.01x < 1.11x)" in eager.markdown(_eager_rows(10.0, 9.9, 4.0, 2.0), "")  # kernel 2x
+    assert "| met |" in eager.markdown(_eager_rows(10.0, 9.0, 4.0, 2.0), "")
+    assert "miss (0.91x < 1.00x)" in eager.markdown(_eager_rows(10.0, 11.0, 4.0, 3.0), "")
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_eager_suite_writes_every_case(tmp_path, capsys):
+    import eager
+
+    assert eager.main(["--quick", "--reps", "2", "--out", str(tmp_path)]) == 0
+    rows = json.loads((tmp_path / "eager.json").read_text())["rows"]
+    assert len(rows) == 3 * len(list(eager.cases(True)))
+    assert all(r["eager_us"] > 0 and r["host_us"] > 0 and r["kernel_us"] > 0 for r in rows)
