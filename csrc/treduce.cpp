@@ -284,17 +284,18 @@ Prepared prepare_reduce(ReduceOp op, const at::Tensor& self, c10::string_view va
   p.types = plan_types(op, to_dtype(op, self.scalar_type(), "input dtype"), dtype);
   p.variant = lookup_variant(op, self.device().type(), variant);
   p.is_auto = variant == "auto";
-  if (!p.is_auto) {
+  const bool over_dims = p.is_auto || variant == "exact";  // the ladder variants reduce whole tensors
+  if (!over_dims) {
     const std::vector<bool> reduced = reduced_dims(self.dim(), dim);
     bool full = true;  // every dim of size > 1 reduced: one result
     for (int64_t i = 0; i < self.dim(); ++i) full = full && (reduced[i] || self.size(i) == 1);
     TORCH_CHECK_VALUE(full, "treduce.sum: variant '", variant,
-                      "' reduces whole tensors only; 'auto' reduces over dims");
+                      "' reduces whole tensors only; 'auto' and 'exact' reduce over dims");
   }
   plan_layout(p, self, dim, keepdim);
   if (p.done) return p;
   if (op == ReduceOp::Mean) p.project.count = p.layout.reduced;
-  if (!p.is_auto && !p.layout.is_full_contiguous()) {
+  if (!over_dims && !p.layout.is_full_contiguous()) {
     // The ladder variants read one dense run of memory.
     p.input = self.contiguous();
     p.layout = Layout3{};

@@ -9,6 +9,8 @@ from pathlib import Path
 import pytest
 import torch
 
+import torch_reduce
+
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 import bench  # noqa: E402
 import dims  # noqa: E402
@@ -25,7 +27,7 @@ def test_sizes_and_dtypes_parse():
 def test_arguments():
     args = bench.parse_args(["--device", "cpu", "--quick"])
     assert args.sizes == [1 << 10, 1 << 16, 1 << 20] and args.reps == 5 and args.modes == ["wall"]
-    assert args.variants == ["serial", "pairwise", "auto"]
+    assert args.variants == ["serial", "pairwise", "auto", "exact"]
     args = bench.parse_args(["--device", "cpu", "--sizes", "2^4,7", "--dtypes", "int8,float32>float64", "--reps", "3"])
     assert args.sizes == [16, 7] and args.dtypes == [(torch.int8, None), (torch.float32, torch.float64)]
     for bad, message in [(["--variants", "warp_shuffle"], "unknown cpu variants: warp_shuffle"),
@@ -85,7 +87,7 @@ def test_cpu_run_writes_every_output(tmp_path, capsys):
     data = json.loads((out / "results.json").read_text())
     assert data["environment"]["device"] == "cpu" and data["kind"] == "sweep"
     rows = data["rows"]
-    assert len(rows) == 4 * 2 * 4  # dtypes x sizes x (torch.sum + 3 variants)
+    assert len(rows) == 4 * 2 * (1 + len(torch_reduce.variants("cpu")))  # dtypes x sizes x (torch.sum + variants)
     assert all(r["median_us"] > 0 and r["gbps"] > 0 and len(r["samples_us"]) == 2 for r in rows)
     assert {r["dtype"] for r in rows} == {"float32", "int16", "bool", "float32>float64"}
     md = (out / "results.md").read_text()

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "../convert.h"
+#include "../exact.h"
 #include "../reduce_common.h"
 #include "../reduce_ops.h"
 #include "sum_simd.h"
@@ -63,7 +64,7 @@ namespace {
 
 template <DType D> using ctype_t = ctype_with<D, c10::Half, c10::BFloat16>;
 
-enum class Variant { Serial, Pairwise, Auto };
+enum class Variant { Serial, Pairwise, Auto, Exact };
 
 constexpr VariantDoc kDocs[] = {
     {"serial", "serial_sum (cpu/reduce_cpu.cpp)", "one loop, one accumulator",
@@ -78,6 +79,10 @@ constexpr VariantDoc kDocs[] = {
      "fixed order",
      "-", "threads and SIMD; as accurate as torch's cascade sum; the same bits on any thread count "
      "and instruction set; every op, any dims", false},
+    {"exact", "exact_sum (cpu/reduce_cpu.cpp), ExactAcc (exact.h)",
+     "floats: each element added into a fixed-point accumulator as wide as the doubles (no rounding), "
+     "the sum rounded once to the result dtype, to nearest even; integers: auto, which is exact",
+     "-", "correctly rounded: the same bits for any order, split or thread count; any dims", false},
 };
 
 template <class In, class Mid, class Acc>
@@ -326,6 +331,7 @@ void run_sum(Variant v, const Prepared& p) {
     case Variant::Serial: return out.put<SumOp<Acc>>(0, serial_sum<In, Mid, Acc>(x, p.layout.reduced));
     case Variant::Pairwise: return out.put<SumOp<Acc>>(0, pairwise_sum<In, Mid, Acc>(x, p.layout.reduced));
     case Variant::Auto: return reduce_auto<In, Mid, SumOp<Acc>>(x, p.layout, out);
+    case Variant::Exact: break;  // exact_sum_cpu takes it before the dtype dispatch
   }
 }
 
@@ -344,6 +350,87 @@ at::Tensor run_sum_or_mean(const Prepared& p) {
   TORCH_INTERNAL_ASSERT(false, "no instantiation for this dtype combination");
 }
 
+// The exact sum of floating elements (exact.h), over any layout: whole tensors in chunks of
+// 64K elements on all threads, each its own accumulator, merged (an exact sum has no order);
+// over dims, one accumulator an output, the outputs on all threads.
+template <class T>
+double exact_value(T v) {
+  if constexpr (std::is_same_v<T, double> || std::is_same_v<T, float>) return v;
+  else return double(static_cast<float>(v));
+}
+
+// The rounded sum (exact in T, or past T's range: then inf) into T.
+template <class T>
+T exact_store(double v) {
+  if constexpr (std::is_same_v<T, double>) return v;
+  else return static_cast<T>(static_cast<float>(v));
+}
+
+template <class T>
+void exact_sum(const T* x, const Layout3& l, T* out, ExactFormat f) {
+  const int64_t outputs = l.outer * l.inner;
+  if (outputs == 1) {
+    // Four accumulators a chunk, element r into r % 4: consecutive elements of like size add into
+    // the same chunks, and through one accumulator each add waited for the last one's store.
+    constexpr int64_t kChunk = int64_t(1) << 16;
+    constexpr int kWays = 4;
+    const int64_t n = l.reduced, chunks = (n + kChunk - 1) / kChunk;
+    std::vector<ExactAcc> acc(std::max<int64_t>(chunks, 1) * kWays);
+    at::parallel_for(0, chunks, 1, [&](int64_t c0, int64_t c1) {
+      for (int64_t c = c0; c < c1; ++c) {
+        ExactAcc* a = &acc[c * kWays];
+        const int64_t end = std::min(n, (c + 1) * kChunk);
+        int64_t r = c * kChunk;
+        for (; r + kWays <= end; r += kWays)
+          for (int w = 0; w < kWays; ++w) a[w].add(exact_value(x[(r + w) * l.in_reduced]));
+        for (; r < end; ++r) a[0].add(exact_value(x[r * l.in_reduced]));
+      }
+    });
+    for (size_t c = 1; c < acc.size(); ++c) acc[0].merge(acc[c]);
+    out[0] = exact_store<T>(acc[0].result(f));
+    return;
+  }
+  at::parallel_for(0, outputs, 1, [&](int64_t b, int64_t e) {
+    for (int64_t j = b; j < e; ++j) {
+      const int64_t o = j / l.inner, i = j % l.inner;
+      const T* base = x + o * l.in_outer + i * l.in_inner;
+      ExactAcc a;
+      for (int64_t r = 0; r < l.reduced; ++r) a.add(exact_value(base[r * l.in_reduced]));
+      out[o * l.out_outer + i * l.out_inner] = exact_store<T>(a.result(f));
+    }
+  });
+}
+
+void run_exact(const Prepared& p) {
+  const Layout3& l = p.layout;
+  switch (p.types.in) {
+    case DType::Half:
+      return exact_sum(p.input.const_data_ptr<c10::Half>(), l, p.out.mutable_data_ptr<c10::Half>(), kExactHalf);
+    case DType::BFloat16:
+      return exact_sum(p.input.const_data_ptr<c10::BFloat16>(), l, p.out.mutable_data_ptr<c10::BFloat16>(),
+                       kExactBFloat16);
+    case DType::Float:
+      return exact_sum(p.input.const_data_ptr<float>(), l, p.out.mutable_data_ptr<float>(), kExactFloat);
+    case DType::Double:
+      return exact_sum(p.input.const_data_ptr<double>(), l, p.out.mutable_data_ptr<double>(), kExactDouble);
+    default: TORCH_INTERNAL_ASSERT(false, "exact sums take floating inputs");
+  }
+}
+
+// variant="exact": the elements in the result's dtype (converted first when dtype= asks for
+// another floating dtype, as torch.sum converts them), summed exactly, rounded once. Integer
+// inputs or results: auto's sum, which is exact already.
+at::Tensor exact_sum_cpu(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
+                         std::optional<at::ScalarType> dtype) {
+  const at::ScalarType out = dtype ? *dtype : self.scalar_type();
+  const bool floats = at::isFloatingType(self.scalar_type()) && at::isFloatingType(out);
+  if (!floats) return run_sum_or_mean(prepare_reduce(ReduceOp::Sum, self, "auto", dim, keepdim, dtype));
+  const Prepared p = prepare_reduce(ReduceOp::Sum, out == self.scalar_type() ? self : self.to(out), "exact", dim,
+                                    keepdim, std::nullopt);
+  if (!p.done) run_exact(p);
+  return p.out;
+}
+
 at::Tensor sum_or_mean(ReduceOp op, const at::Tensor& self, c10::string_view variant,
                        at::OptionalIntArrayRef dim, bool keepdim, std::optional<at::ScalarType> dtype) {
   return run_sum_or_mean(prepare_reduce(op, self, variant, dim, keepdim, dtype));
@@ -351,6 +438,7 @@ at::Tensor sum_or_mean(ReduceOp op, const at::Tensor& self, c10::string_view var
 
 at::Tensor sum_cpu(const at::Tensor& self, c10::string_view variant, at::OptionalIntArrayRef dim,
                    bool keepdim, std::optional<at::ScalarType> dtype) {
+  if (variant == "exact") return exact_sum_cpu(self, dim, keepdim, dtype);
   return sum_or_mean(ReduceOp::Sum, self, variant, dim, keepdim, dtype);
 }
 
