@@ -20,8 +20,8 @@
 //    2^14 in a graph of calls, 2.23 -> 1.64 us.
 // The data each thread and block reads is fixed by n, the alignment and the device, so
 // the result is the same bits on every call and every graph replay.
-// Still costs: blocks owning one tile fewer than others idle at
-// the end on sizes just past a multiple of the grid.
+// Still costs: blocks owning one tile fewer than others idle at the end on sizes just past a
+// multiple of the grid.
 #pragma once
 
 #include <algorithm>
