@@ -31,6 +31,7 @@ namespace {
 constexpr size_t kTicketBytes = 256;  // the ticket, then the scratch proper, 256-byte aligned
 constexpr size_t kFirstScratchBytes = 256 << 10;
 constexpr size_t kMostScratchBytes = 64 << 20;  // larger needs go to the caching allocator
+constexpr size_t kMostStreams = 256;            // (device, stream) pairs with a block of their own
 
 // A block of at least kTicketBytes + bytes whose first word is 0, or null (too large, or no
 // stream-ordered allocator on this device).
@@ -49,6 +50,9 @@ char* stream_scratch(c10::DeviceIndex device, cudaStream_t stream, size_t bytes)
   static std::mutex mutex;
   static auto* blocks = new std::map<Key, Block>();  // never freed, like the memory
   const std::lock_guard<std::mutex> lock(mutex);
+  // A program that makes a new stream for every task would otherwise keep a block for each:
+  // past kMostStreams, calls on streams without one take the caching allocator's, as graphs do.
+  if (blocks->size() >= kMostStreams && blocks->find(key) == blocks->end()) return nullptr;
   Block& block = (*blocks)[key];
   if (need > block.size) {
     size_t size = kFirstScratchBytes;
