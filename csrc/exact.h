@@ -37,36 +37,36 @@ struct ExactAcc {
   int64_t chunk[kChunks] = {};
   int64_t adds = 0;  // elements added since the last normalize
   bool nan = false, pos_inf = false, neg_inf = false;
-  bool only_neg_zeros = true;  // every element so far was -0.0 (true for no elements: see result)
+  bool only_neg_zeros = true;  // no infinity or NaN so far (the finite ones: not_neg_zero)
+  uint64_t not_neg_zero = 0;   // nonzero once a finite element other than -0.0 was added
   bool any = false;            // some element was added
 
   void add(double v) {
     uint64_t bits;
     std::memcpy(&bits, &v, sizeof bits);
-    const bool negative = bits >> 63;
-    const int e = int((bits >> 52) & 0x7ff);
-    const uint64_t m = bits & ((uint64_t(1) << 52) - 1);
+    const uint64_t e = (bits >> 52) & 0x7ff;
     any = true;
-    if (e == 0x7ff) {
-      if (m != 0) nan = true;
-      else if (negative) neg_inf = true;
+    if (e == 0x7ff) [[unlikely]] {
+      if (bits & ((uint64_t(1) << 52) - 1)) nan = true;
+      else if (bits >> 63) neg_inf = true;
       else pos_inf = true;
       only_neg_zeros = false;
       return;
     }
-    if (!(negative && e == 0 && m == 0)) only_neg_zeros = false;
-    if (e == 0 && m == 0) return;
-    // value = M * 2^(p - 1074): normal numbers carry the implicit bit, subnormals sit at p = 0.
-    const uint64_t M = e != 0 ? (m | (uint64_t(1) << 52)) : m;
-    const int p = e != 0 ? e - 1 : 0;
+    // No branch on the element's sign or size (random signs mispredicted half the time):
+    // value = M * 2^(p - 1074), normal numbers with their implicit bit, subnormals (and zeros,
+    // which add nothing) at p = 0; (x ^ s) - s is x or -x.
+    not_neg_zero |= bits ^ (uint64_t(1) << 63);
+    const uint64_t normal = e != 0;
+    const uint64_t M = (bits & ((uint64_t(1) << 52) - 1)) | (normal << 52);
+    const int p = int(e - normal);
     const int k = p >> 5;
     const unsigned __int128 w = static_cast<unsigned __int128>(M) << (p & 31);
-    // The sign without a branch (random signs mispredict half the time): (v ^ s) - s is v or -v.
-    const int64_t s = -int64_t(negative);
+    const int64_t s = -int64_t(bits >> 63);
     chunk[k] += (int64_t(uint64_t(w) & 0xffffffffu) ^ s) - s;
     chunk[k + 1] += (int64_t(uint64_t(w >> 32) & 0xffffffffu) ^ s) - s;
     chunk[k + 2] += (int64_t(uint64_t(w >> 64)) ^ s) - s;
-    if (++adds == kAddsBeforeNormalize) normalize();
+    if (++adds == kAddsBeforeNormalize) [[unlikely]] normalize();
   }
 
   // Carries up: every chunk but the top in [0, 2^32), the top signed.
@@ -87,6 +87,7 @@ struct ExactAcc {
     normalize();
     nan |= o.nan, pos_inf |= o.pos_inf, neg_inf |= o.neg_inf;
     only_neg_zeros &= o.only_neg_zeros;
+    not_neg_zero |= o.not_neg_zero;
     any |= o.any;
   }
 
@@ -105,7 +106,7 @@ struct ExactAcc {
     }
     int top = kChunks - 1;
     while (top >= 0 && a.chunk[top] == 0) --top;
-    if (top < 0) return any && only_neg_zeros ? -0.0 : 0.0;
+    if (top < 0) return any && only_neg_zeros && not_neg_zero == 0 ? -0.0 : 0.0;
     const auto bit = [&](int b) { return int((uint64_t(a.chunk[b >> 5]) >> (b & 31)) & 1); };
     int msb = top * 32 + 31;
     while (!bit(msb)) --msb;
