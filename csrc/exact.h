@@ -37,7 +37,6 @@ struct ExactAcc {
   int64_t chunk[kChunks] = {};
   int64_t adds = 0;  // elements added since the last normalize
   bool nan = false, pos_inf = false, neg_inf = false;
-  bool only_neg_zeros = true;  // no infinity or NaN so far (the finite ones: not_neg_zero)
   uint64_t not_neg_zero = 0;   // nonzero once a finite element other than -0.0 was added
   bool any = false;            // some element was added
 
@@ -50,7 +49,6 @@ struct ExactAcc {
       if (bits & ((uint64_t(1) << 52) - 1)) nan = true;
       else if (bits >> 63) neg_inf = true;
       else pos_inf = true;
-      only_neg_zeros = false;
       return;
     }
     // No branch on the element's sign or size (random signs mispredicted half the time):
@@ -86,7 +84,6 @@ struct ExactAcc {
     for (int k = 0; k < kChunks; ++k) chunk[k] += b.chunk[k];
     normalize();
     nan |= o.nan, pos_inf |= o.pos_inf, neg_inf |= o.neg_inf;
-    only_neg_zeros &= o.only_neg_zeros;
     not_neg_zero |= o.not_neg_zero;
     any |= o.any;
   }
@@ -106,7 +103,7 @@ struct ExactAcc {
     }
     int top = kChunks - 1;
     while (top >= 0 && a.chunk[top] == 0) --top;
-    if (top < 0) return any && only_neg_zeros && not_neg_zero == 0 ? -0.0 : 0.0;
+    if (top < 0) return any && not_neg_zero == 0 ? -0.0 : 0.0;  // no NaN or infinity got here
     const auto bit = [&](int b) { return int((uint64_t(a.chunk[b >> 5]) >> (b & 31)) & 1); };
     int msb = top * 32 + 31;
     while (!bit(msb)) --msb;
