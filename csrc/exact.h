@@ -2,19 +2,31 @@
 // of doubles (a superaccumulator), so the sum carries no rounding at all, and one rounding to
 // the result's format at the end. The exact sum does not depend on the order of the elements,
 // so neither does the result: any split of the work, any thread count, any device gives the
-// same bits. Torch-free.
+// same bits. Torch-free, and compiled for the host and for CUDA devices alike: the CPU and the
+// GPU round with this one code.
 //
 // Bit b of the accumulator has weight 2^(b - 1074) (bit 0 is the least significant bit of the
 // smallest double subnormal). It is held as kChunks signed 64-bit chunks of 32 bits each, chunk
 // k holding bits [32k, 32k + 32), their 32 upper bits room for carries: an element adds one
 // piece below 2^32 to at most three chunks, so 2^30 elements fit before the carries must move
 // up (normalize). The top chunk is signed and carries the sign of the whole.
+//
+// The state (kStateWords int64 words: the normalized chunks, then counts of NaN, +inf, -inf,
+// elements other than -0.0, and elements) is what partial sums exchange: the word-wise sum of
+// two states is the state of the union of their elements, so states add with an integer
+// all-reduce across processes (fewer than 2^31 of them) and round to the same bits as one
+// accumulator over everything.
 #pragma once
 
-#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+
+#if defined(__CUDACC__)
+#define TREDUCE_EXACT_HD __host__ __device__
+#else
+#define TREDUCE_EXACT_HD
+#endif
 
 namespace treduce {
 
@@ -29,51 +41,168 @@ inline constexpr ExactFormat kExactFloat{24, -126};
 inline constexpr ExactFormat kExactHalf{11, -14};
 inline constexpr ExactFormat kExactBFloat16{8, -126};
 
+TREDUCE_EXACT_HD inline uint64_t exact_bits(double v) {
+#if defined(__CUDA_ARCH__)
+  return static_cast<uint64_t>(__double_as_longlong(v));
+#else
+  uint64_t b;
+  std::memcpy(&b, &v, sizeof b);
+  return b;
+#endif
+}
+
+TREDUCE_EXACT_HD inline double exact_double(uint64_t b) {
+#if defined(__CUDA_ARCH__)
+  return __longlong_as_double(static_cast<long long>(b));
+#else
+  double v;
+  std::memcpy(&v, &b, sizeof v);
+  return v;
+#endif
+}
+
+// Bits up to 2^1024 (bit 2098), and 63 more for the carries of 2^63 elements: 2161 bits.
+inline constexpr int kExactChunks = 68;
+inline constexpr int kExactStateWords = kExactChunks + 5;
+enum ExactCount : int { kExactNaN = kExactChunks, kExactPosInf, kExactNegInf, kExactNotNegZero, kExactAny };
+
+// The three signed pieces that +-u * 2^(b - 1074) adds to chunks k, k + 1, k + 2 (k = b / 32,
+// returned): u below 2^63, shifted by b % 32 and cut into 32-bit pieces. No branch on the sign
+// ((x ^ s) - s is x or -x).
+TREDUCE_EXACT_HD inline int exact_int_pieces(uint64_t u, bool negative, int b, int64_t piece[3]) {
+  const unsigned __int128 w = static_cast<unsigned __int128>(u) << (b & 31);
+  const int64_t s = -int64_t(negative);
+  piece[0] = (int64_t(uint64_t(w) & 0xffffffffu) ^ s) - s;
+  piece[1] = (int64_t(uint64_t(w >> 32) & 0xffffffffu) ^ s) - s;
+  piece[2] = (int64_t(uint64_t(w >> 64)) ^ s) - s;
+  return b >> 5;
+}
+
+// The pieces a finite double adds: value = M * 2^(p - 1074), normal numbers with their implicit
+// bit, subnormals (and zeros, which add nothing) at p = 0.
+TREDUCE_EXACT_HD inline int exact_pieces(uint64_t bits, int64_t piece[3]) {
+  const uint64_t e = (bits >> 52) & 0x7ff;
+  const uint64_t normal = e != 0;
+  const uint64_t M = (bits & ((uint64_t(1) << 52) - 1)) | (normal << 52);
+  return exact_int_pieces(M, bits >> 63, int(e - normal), piece);
+}
+
+// Carries up: every chunk but the top in [0, 2^32), the top signed. (That form is unique, so
+// any way of reaching it, such as CUDA's warp-parallel one, gives the same words.)
+TREDUCE_EXACT_HD inline void exact_normalize(int64_t* chunk) {
+  for (int k = 0; k + 1 < kExactChunks; ++k) {
+    const int64_t carry = chunk[k] >> 32;  // arithmetic: floor division by 2^32
+    chunk[k] -= carry * (int64_t(1) << 32);
+    chunk[k + 1] += carry;
+  }
+}
+
+// The results a state's counts decide: NaN (a NaN, or both infinities), +-inf. True and *out
+// set for those.
+TREDUCE_EXACT_HD inline bool exact_special(const int64_t* state, double* out) {
+  if (state[kExactNaN] != 0 || (state[kExactPosInf] != 0 && state[kExactNegInf] != 0)) {
+    *out = exact_double(0x7ff8000000000000ull);
+  } else if (state[kExactPosInf] != 0) {
+    *out = exact_double(0x7ff0000000000000ull);
+  } else if (state[kExactNegInf] != 0) {
+    *out = exact_double(0xfff0000000000000ull);
+  } else {
+    return false;
+  }
+  return true;
+}
+
+// A zero sum: -0.0 only when every element was -0.0 (an empty sum is +0.0).
+TREDUCE_EXACT_HD inline double exact_zero(const int64_t* state) {
+  return state[kExactAny] != 0 && state[kExactNotNegZero] == 0 ? -0.0 : 0.0;
+}
+
+// A nonzero magnitude rounded to `f`: c its normalized chunks (all nonnegative), c[top] the
+// highest nonzero one; any_below(k) tells whether some chunk below k is nonzero.
+template <class AnyBelow>
+TREDUCE_EXACT_HD double exact_round_magnitude(const int64_t* c, int top, bool negative, ExactFormat f,
+                                              const AnyBelow& any_below) {
+  // The 64 bits from bit b up (three chunks hold at least 65 of them past any shift).
+  const auto window = [c](int b) -> uint64_t {
+    const int k = b >> 5;
+    unsigned __int128 w = static_cast<uint32_t>(c[k]);
+    if (k + 1 < kExactChunks) w |= static_cast<unsigned __int128>(static_cast<uint32_t>(c[k + 1])) << 32;
+    if (k + 2 < kExactChunks) w |= static_cast<unsigned __int128>(static_cast<uint64_t>(c[k + 2])) << 64;
+    return static_cast<uint64_t>(w >> (b & 31));
+  };
+  const uint64_t t = static_cast<uint64_t>(c[top]);
+#if defined(__CUDA_ARCH__)
+  const int msb = top * 32 + 63 - __clzll(static_cast<long long>(t));
+#else
+  const int msb = top * 32 + 63 - __builtin_clzll(t);
+#endif
+  const int msb_exponent = msb - 1074;
+  const int lsb_exponent = (msb_exponent > f.min_exponent ? msb_exponent : f.min_exponent) - (f.precision - 1);
+  const int lsb = lsb_exponent + 1074;  // >= 0 for every format: double's subnormals are bit 0
+  const int n = msb - lsb + 1;          // kept bits: at most the precision, none below half the smallest subnormal
+  uint64_t r = n > 0 ? window(lsb) & ((uint64_t(1) << n) - 1) : 0;
+  if (lsb >= 1 && (window(lsb - 1) & 1)) {  // the round bit, then the sticky bits below it
+    const int below = lsb - 1, k = below >> 5;
+    const bool sticky = (static_cast<uint64_t>(c[k]) & ((uint64_t(1) << (below & 31)) - 1)) != 0 || any_below(k);
+    if (sticky || (r & 1)) ++r;  // r may reach 2^precision: still exact, one exponent up
+  }
+  const double magnitude = ::ldexp(double(r), lsb_exponent);  // past the format's range: the caller's conversion gives inf
+  return negative ? -magnitude : magnitude;
+}
+
+// The sum held by `state` rounded once to `f` (to nearest, ties to even), as a double that the
+// format holds exactly (or +-inf, NaN): the caller converts it to the format without another
+// rounding. The chunks are left normalized, as a magnitude.
+TREDUCE_EXACT_HD inline double exact_round(int64_t* state, ExactFormat f) {
+  double special;
+  if (exact_special(state, &special)) return special;
+  int64_t* c = state;
+  exact_normalize(c);
+  const bool negative = c[kExactChunks - 1] < 0;
+  if (negative) {  // the magnitude, normalized again
+    for (int k = 0; k < kExactChunks; ++k) c[k] = -c[k];
+    exact_normalize(c);
+  }
+  int top = kExactChunks - 1;
+  while (top >= 0 && c[top] == 0) --top;
+  if (top < 0) return exact_zero(state);
+  return exact_round_magnitude(c, top, negative, f, [c](int k) {
+    for (int j = 0; j < k; ++j)
+      if (c[j] != 0) return true;
+    return false;
+  });
+}
+
 struct ExactAcc {
-  // Bits up to 2^1024 (bit 2098), and 63 more for the carries of 2^63 elements: 2161 bits.
-  static constexpr int kChunks = 68;
+  static constexpr int kChunks = kExactChunks;
   static constexpr int64_t kAddsBeforeNormalize = int64_t(1) << 30;
 
   int64_t chunk[kChunks] = {};
   int64_t adds = 0;  // elements added since the last normalize
   bool nan = false, pos_inf = false, neg_inf = false;
-  uint64_t not_neg_zero = 0;   // nonzero once a finite element other than -0.0 was added
+  uint64_t not_neg_zero = 0;   // nonzero once an element other than -0.0 was added
   bool any = false;            // some element was added
 
   void add(double v) {
-    uint64_t bits;
-    std::memcpy(&bits, &v, sizeof bits);
-    const uint64_t e = (bits >> 52) & 0x7ff;
+    const uint64_t bits = exact_bits(v);
     any = true;
-    if (e == 0x7ff) [[unlikely]] {
+    not_neg_zero |= bits ^ (uint64_t(1) << 63);  // infinities and NaN count too, as on CUDA
+    if (((bits >> 52) & 0x7ff) == 0x7ff) [[unlikely]] {
       if (bits & ((uint64_t(1) << 52) - 1)) nan = true;
       else if (bits >> 63) neg_inf = true;
       else pos_inf = true;
       return;
     }
-    // No branch on the element's sign or size (random signs mispredicted half the time):
-    // value = M * 2^(p - 1074), normal numbers with their implicit bit, subnormals (and zeros,
-    // which add nothing) at p = 0; (x ^ s) - s is x or -x.
-    not_neg_zero |= bits ^ (uint64_t(1) << 63);
-    const uint64_t normal = e != 0;
-    const uint64_t M = (bits & ((uint64_t(1) << 52) - 1)) | (normal << 52);
-    const int p = int(e - normal);
-    const int k = p >> 5;
-    const unsigned __int128 w = static_cast<unsigned __int128>(M) << (p & 31);
-    const int64_t s = -int64_t(bits >> 63);
-    chunk[k] += (int64_t(uint64_t(w) & 0xffffffffu) ^ s) - s;
-    chunk[k + 1] += (int64_t(uint64_t(w >> 32) & 0xffffffffu) ^ s) - s;
-    chunk[k + 2] += (int64_t(uint64_t(w >> 64)) ^ s) - s;
+    int64_t piece[3];
+    const int k = exact_pieces(bits, piece);
+    chunk[k] += piece[0];
+    chunk[k + 1] += piece[1];
+    chunk[k + 2] += piece[2];
     if (++adds == kAddsBeforeNormalize) [[unlikely]] normalize();
   }
 
-  // Carries up: every chunk but the top in [0, 2^32), the top signed.
   void normalize() {
-    for (int k = 0; k + 1 < kChunks; ++k) {
-      const int64_t carry = chunk[k] >> 32;  // arithmetic: floor division by 2^32
-      chunk[k] -= carry * (int64_t(1) << 32);
-      chunk[k + 1] += carry;
-    }
+    exact_normalize(chunk);
     adds = 0;
   }
 
@@ -88,37 +217,20 @@ struct ExactAcc {
     any |= o.any;
   }
 
-  // The exact sum rounded once to `f` (to nearest, ties to even), as a double that the format
-  // holds exactly (or +-inf, NaN): the caller converts it to the format without another rounding.
-  double result(ExactFormat f) const {
-    if (nan || (pos_inf && neg_inf)) return std::nan("");
-    if (pos_inf) return HUGE_VAL;
-    if (neg_inf) return -HUGE_VAL;
+  // The state words (see the top of this file).
+  void to_state(int64_t* words) const {
     ExactAcc a = *this;
     a.normalize();
-    const bool negative = a.chunk[kChunks - 1] < 0;
-    if (negative) {  // the magnitude, normalized again
-      for (int64_t& c : a.chunk) c = -c;
-      a.normalize();
-    }
-    int top = kChunks - 1;
-    while (top >= 0 && a.chunk[top] == 0) --top;
-    if (top < 0) return any && not_neg_zero == 0 ? -0.0 : 0.0;  // no NaN or infinity got here
-    const auto bit = [&](int b) { return int((uint64_t(a.chunk[b >> 5]) >> (b & 31)) & 1); };
-    int msb = top * 32 + 31;
-    while (!bit(msb)) --msb;
-    const int msb_exponent = msb - 1074;
-    const int lsb_exponent = std::max(msb_exponent, f.min_exponent) - (f.precision - 1);
-    const int lsb = lsb_exponent + 1074;  // >= 0 for every format: double's subnormals are bit 0
-    uint64_t r = 0;
-    for (int b = msb; b >= lsb; --b) r = (r << 1) | uint64_t(bit(b));
-    if (lsb >= 1 && bit(lsb - 1)) {
-      bool sticky = false;
-      for (int b = lsb - 2; b >= 0 && !sticky; --b) sticky = bit(b);
-      if (sticky || (r & 1)) ++r;  // r may reach 2^precision: still exact, one exponent up
-    }
-    const double magnitude = std::ldexp(double(r), lsb_exponent);  // past the format's range: the caller's conversion gives inf
-    return negative ? -magnitude : magnitude;
+    for (int k = 0; k < kChunks; ++k) words[k] = a.chunk[k];
+    words[kExactNaN] = nan, words[kExactPosInf] = pos_inf, words[kExactNegInf] = neg_inf;
+    words[kExactNotNegZero] = not_neg_zero != 0, words[kExactAny] = any;
+  }
+
+  // The exact sum rounded once to `f` (see exact_round).
+  double result(ExactFormat f) const {
+    int64_t words[kExactStateWords];
+    to_state(words);
+    return exact_round(words, f);
   }
 };
 

@@ -66,6 +66,27 @@ Prepared prepare_prod(const at::Tensor& self, std::optional<int64_t> dim, bool k
 Prepared prepare_norm(const at::Tensor& self, const at::Scalar& ord, at::OptionalIntArrayRef dim, bool keepdim,
                       std::optional<at::ScalarType> dtype);
 
+// variant="exact" (exact.h): whether it sums exactly (a floating input and result; otherwise
+// auto's sum, exact already, is the answer), and the prepared sum of the elements converted to
+// the result's dtype first, as torch.sum converts them (p.types.in is that dtype).
+bool exact_applies(const at::Tensor& self, std::optional<at::ScalarType> dtype);
+Prepared prepare_exact(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
+                       std::optional<at::ScalarType> dtype);
+
+// The exact state op (treduce._exact_state): prepare_exact for floating inputs and results,
+// torch's kind of error otherwise; and its result, the reduced shape plus one dim of
+// kExactStateWords int64 words, zeros (no elements) when p.done.
+Prepared prepare_exact_state(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
+                             std::optional<at::ScalarType> dtype);
+at::Tensor exact_state_tensor(const Prepared& p);
+
+// treduce._exact_round(state, dtype): checks the state and allocates the result (the state's
+// shape without its last dim, in the floating `dtype`).
+at::Tensor exact_round_result(const at::Tensor& state, at::ScalarType dtype);
+
+// The DType of a scalar type the ops take (an internal error for any other).
+DType dtype_of_scalar(at::ScalarType t);
+
 const char* op_name(ReduceOp op);
 
 // One device's kernels of the four ops, as TORCH_LIBRARY_IMPL registers them: for callers that

@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "exact.h"
 #include "reduce_common.h"
 
 namespace treduce {
@@ -440,6 +441,56 @@ Prepared prepare_norm(const at::Tensor& self, const at::Scalar& ord, at::Optiona
   return p;
 }
 
+bool exact_applies(const at::Tensor& self, std::optional<at::ScalarType> dtype) {
+  return at::isFloatingType(self.scalar_type()) && at::isFloatingType(dtype ? *dtype : self.scalar_type());
+}
+
+Prepared prepare_exact(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
+                       std::optional<at::ScalarType> dtype) {
+  const at::ScalarType out = dtype ? *dtype : self.scalar_type();
+  to_dtype(ReduceOp::Sum, out, "dtype=");  // torch's TypeError for a dtype we do not take
+  return prepare_reduce(ReduceOp::Sum, out == self.scalar_type() ? self : self.to(out), "exact", dim, keepdim,
+                        std::nullopt);
+}
+
+Prepared prepare_exact_state(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
+                             std::optional<at::ScalarType> dtype) {
+  check_device(ReduceOp::Sum, self);
+  TORCH_CHECK_TYPE(exact_applies(self, dtype), "treduce._exact_state: expected a floating input and result, got ",
+                   c10::toString(self.scalar_type()), " summed as ",
+                   c10::toString(dtype ? *dtype : self.scalar_type()),
+                   " (integer sums are exact already: use variant 'auto')");
+  return prepare_exact(self, dim, keepdim, dtype);
+}
+
+at::Tensor exact_state_tensor(const Prepared& p) {
+  std::vector<int64_t> shape(p.out.sizes().begin(), p.out.sizes().end());
+  shape.push_back(kExactStateWords);
+  at::Tensor state = at::empty(shape, p.out.options().dtype(at::kLong));
+  if (p.done) state.zero_();  // no elements: the zero state (an empty sum is +0.0)
+  return state;
+}
+
+at::Tensor exact_round_result(const at::Tensor& state, at::ScalarType dtype) {
+  TORCH_CHECK(state.device().is_cpu() || state.device().is_cuda(),
+              "treduce._exact_round: expected a CPU or CUDA tensor, got one on ", state.device());
+  TORCH_CHECK_TYPE(state.scalar_type() == at::kLong, "treduce._exact_round: expected an int64 state, got ",
+                   c10::toString(state.scalar_type()));
+  TORCH_CHECK_VALUE(state.dim() >= 1 && state.size(-1) == kExactStateWords, "treduce._exact_round: expected a state "
+                    "whose last dim has " + std::to_string(kExactStateWords) + " words, got shape ",
+                    state.sizes());
+  TORCH_CHECK_TYPE(dtype == at::kHalf || dtype == at::kBFloat16 || dtype == at::kFloat || dtype == at::kDouble,
+                   "treduce._exact_round: expected float16, bfloat16, float32 or float64, got ", c10::toString(dtype));
+  const auto sizes = state.sizes();
+  return at::empty(std::vector<int64_t>(sizes.begin(), sizes.end() - 1), state.options().dtype(dtype));
+}
+
+DType dtype_of_scalar(at::ScalarType t) {
+  for (int i = 0; i < kNumDTypes; ++i)
+    if (kScalarTypes[i] == t) return DType(i);
+  TORCH_INTERNAL_ASSERT(false, "no DType for ", c10::toString(t));
+}
+
 // The C++ entry points: through the dispatcher, so autograd and every other key apply.
 at::Tensor sum(const at::Tensor& x, std::string_view variant, at::OptionalIntArrayRef dim,
                bool keepdim, std::optional<at::ScalarType> dtype) {
@@ -556,6 +607,11 @@ TORCH_LIBRARY(treduce, m) {
   m.def("prod(Tensor self, int? dim=None, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor");
   m.def("vector_norm(Tensor self, Scalar ord=2, int[1]? dim=None, bool keepdim=False, *, ScalarType? dtype=None) "
         "-> Tensor");
+  // The exact sum's state (exact.h), for sums whose partial states are added elsewhere (across
+  // processes, by an integer all-reduce): the reduced shape plus a dim of int64 words. Rounded
+  // once by _exact_round into the result dtype, it is sum(variant="exact").
+  m.def("_exact_state(Tensor self, int[1]? dim=None, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor");
+  m.def("_exact_round(Tensor state, ScalarType dtype) -> Tensor");
   m.def("variants(str device) -> str[]", &treduce::variants_op);
   // Diagnostic, for the benchmark (CUDA only): reads every byte of a contiguous tensor and
   // nothing else. The result is meaningless; the time is the memory's read bandwidth.

@@ -84,8 +84,17 @@ def sum(x: torch.Tensor, dim: Dims = None, keepdim: bool = False, *,
     """``torch.sum(x, dim, keepdim, dtype=dtype)``: same result dtype, shape and values.
 
     ``variant`` names the technique (see :func:`variants`); ``"auto"``, the fastest, is the one
-    that reduces over dims, the others reduce whole tensors.
+    that reduces over dims, the others reduce whole tensors; ``"exact"`` (floats) is the exact sum
+    rounded once, the same bits on every device, also over dims and for DTensors (whose shards
+    then exchange exact states: torch_reduce.distributed).
     """
+    if variant == "exact" and type(x) is not torch.Tensor and x.dtype.is_floating_point:
+        from torch.distributed.tensor import DTensor
+
+        if isinstance(x, DTensor) and (dtype or x.dtype).is_floating_point:
+            from .distributed import _exact_sum_of_dtensor
+
+            return _exact_sum_of_dtensor(x, dim, keepdim, dtype)
     return _call(_SUM, x, variant, dim, keepdim, dtype)
 
 
@@ -280,3 +289,17 @@ def _prod_fake(x, dim=None, keepdim=False, *, dtype=None):
 @torch.library.register_fake("treduce::vector_norm")
 def _vector_norm_fake(x, ord=2, dim=None, keepdim=False, *, dtype=None):
     return x.new_empty(_reduced_shape(x, dim, keepdim), dtype=dtype or x.dtype)
+
+
+@torch.library.register_fake("treduce::_exact_state")
+def _exact_state_fake(x, dim=None, keepdim=False, *, dtype=None):
+    return x.new_empty(_reduced_shape(x, dim, keepdim) + [EXACT_STATE_WORDS], dtype=torch.int64)
+
+
+@torch.library.register_fake("treduce::_exact_round")
+def _exact_round_fake(state, dtype):
+    return state.new_empty(state.shape[:-1], dtype=dtype)
+
+
+# The words of an exact state (csrc/exact.h), as the library makes them.
+EXACT_STATE_WORDS = torch.ops.treduce._exact_state(torch.zeros(1)).shape[-1]

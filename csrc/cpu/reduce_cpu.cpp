@@ -352,22 +352,16 @@ at::Tensor run_sum_or_mean(const Prepared& p) {
 
 // The exact sum of floating elements (exact.h), over any layout: whole tensors in chunks of
 // 64K elements on all threads, each its own accumulator, merged (an exact sum has no order);
-// over dims, one accumulator an output, the outputs on all threads.
+// over dims, one accumulator an output, the outputs on all threads. emit(j, acc) takes output
+// j's accumulator (j: the output's offset in the contiguous result).
 template <class T>
 double exact_value(T v) {
   if constexpr (std::is_same_v<T, double> || std::is_same_v<T, float>) return v;
   else return double(static_cast<float>(v));
 }
 
-// The rounded sum (exact in T, or past T's range: then inf) into T.
-template <class T>
-T exact_store(double v) {
-  if constexpr (std::is_same_v<T, double>) return v;
-  else return static_cast<T>(static_cast<float>(v));
-}
-
-template <class T>
-void exact_sum(const T* x, const Layout3& l, T* out, ExactFormat f) {
+template <class T, class Emit>
+void exact_sum(const T* x, const Layout3& l, const Emit& emit) {
   const int64_t outputs = l.outer * l.inner;
   if (outputs == 1) {
     // Four accumulators a chunk, element r into r % 4: consecutive elements of like size add into
@@ -387,7 +381,7 @@ void exact_sum(const T* x, const Layout3& l, T* out, ExactFormat f) {
       }
     });
     for (size_t c = 1; c < acc.size(); ++c) acc[0].merge(acc[c]);
-    out[0] = exact_store<T>(acc[0].result(f));
+    emit(0, acc[0]);
     return;
   }
   at::parallel_for(0, outputs, 1, [&](int64_t b, int64_t e) {
@@ -396,39 +390,75 @@ void exact_sum(const T* x, const Layout3& l, T* out, ExactFormat f) {
       const T* base = x + o * l.in_outer + i * l.in_inner;
       ExactAcc a;
       for (int64_t r = 0; r < l.reduced; ++r) a.add(exact_value(base[r * l.in_reduced]));
-      out[o * l.out_outer + i * l.out_inner] = exact_store<T>(a.result(f));
+      emit(o * l.out_outer + i * l.out_inner, a);
     }
   });
 }
 
-void run_exact(const Prepared& p) {
-  const Layout3& l = p.layout;
-  switch (p.types.in) {
-    case DType::Half:
-      return exact_sum(p.input.const_data_ptr<c10::Half>(), l, p.out.mutable_data_ptr<c10::Half>(), kExactHalf);
-    case DType::BFloat16:
-      return exact_sum(p.input.const_data_ptr<c10::BFloat16>(), l, p.out.mutable_data_ptr<c10::BFloat16>(),
-                       kExactBFloat16);
-    case DType::Float:
-      return exact_sum(p.input.const_data_ptr<float>(), l, p.out.mutable_data_ptr<float>(), kExactFloat);
-    case DType::Double:
-      return exact_sum(p.input.const_data_ptr<double>(), l, p.out.mutable_data_ptr<double>(), kExactDouble);
+// The rounded sum (exact in T, or past T's range: then inf) into T.
+template <class T>
+T exact_store(double v) {
+  if constexpr (std::is_same_v<T, double>) return v;
+  else return static_cast<T>(static_cast<float>(v));
+}
+
+// Calls f(T{}, format) with the C++ type and exact format of a floating dtype.
+template <class F>
+void exact_dispatch(DType t, const F& f) {
+  switch (t) {
+    case DType::Half: return f(c10::Half{}, kExactHalf);
+    case DType::BFloat16: return f(c10::BFloat16{}, kExactBFloat16);
+    case DType::Float: return f(float{}, kExactFloat);
+    case DType::Double: return f(double{}, kExactDouble);
     default: TORCH_INTERNAL_ASSERT(false, "exact sums take floating inputs");
   }
 }
 
-// variant="exact": the elements in the result's dtype (converted first when dtype= asks for
-// another floating dtype, as torch.sum converts them), summed exactly, rounded once. Integer
-// inputs or results: auto's sum, which is exact already.
 at::Tensor exact_sum_cpu(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
                          std::optional<at::ScalarType> dtype) {
-  const at::ScalarType out = dtype ? *dtype : self.scalar_type();
-  const bool floats = at::isFloatingType(self.scalar_type()) && at::isFloatingType(out);
-  if (!floats) return run_sum_or_mean(prepare_reduce(ReduceOp::Sum, self, "auto", dim, keepdim, dtype));
-  const Prepared p = prepare_reduce(ReduceOp::Sum, out == self.scalar_type() ? self : self.to(out), "exact", dim,
-                                    keepdim, std::nullopt);
-  if (!p.done) run_exact(p);
+  if (!exact_applies(self, dtype)) return run_sum_or_mean(prepare_reduce(ReduceOp::Sum, self, "auto", dim, keepdim, dtype));
+  const Prepared p = prepare_exact(self, dim, keepdim, dtype);
+  if (p.done) return p.out;
+  exact_dispatch(p.types.in, [&](auto tag, ExactFormat f) {
+    using T = decltype(tag);
+    T* out = p.out.mutable_data_ptr<T>();
+    exact_sum(p.input.const_data_ptr<T>(), p.layout,
+              [&](int64_t j, const ExactAcc& a) { out[j] = exact_store<T>(a.result(f)); });
+  });
   return p.out;
+}
+
+at::Tensor exact_state_cpu(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
+                           std::optional<at::ScalarType> dtype) {
+  const Prepared p = prepare_exact_state(self, dim, keepdim, dtype);
+  at::Tensor state = exact_state_tensor(p);
+  if (p.done) return state;
+  int64_t* words = state.mutable_data_ptr<int64_t>();
+  exact_dispatch(p.types.in, [&](auto tag, ExactFormat) {
+    using T = decltype(tag);
+    exact_sum(p.input.const_data_ptr<T>(), p.layout,
+              [&](int64_t j, const ExactAcc& a) { a.to_state(words + j * kExactStateWords); });
+  });
+  return state;
+}
+
+at::Tensor exact_round_cpu(const at::Tensor& state, at::ScalarType dtype) {
+  at::Tensor out = exact_round_result(state, dtype);
+  const at::Tensor s = state.contiguous();
+  const int64_t* words = s.const_data_ptr<int64_t>();
+  const int64_t n = out.numel();
+  exact_dispatch(dtype_of_scalar(dtype), [&](auto tag, ExactFormat f) {
+    using T = decltype(tag);
+    T* o = out.mutable_data_ptr<T>();
+    at::parallel_for(0, n, 256, [&](int64_t b, int64_t e) {
+      for (int64_t j = b; j < e; ++j) {
+        int64_t w[kExactStateWords];
+        std::memcpy(w, words + j * kExactStateWords, sizeof w);
+        o[j] = exact_store<T>(exact_round(w, f));
+      }
+    });
+  });
+  return out;
 }
 
 at::Tensor sum_or_mean(ReduceOp op, const at::Tensor& self, c10::string_view variant,
@@ -588,6 +618,8 @@ DeviceKernels cpu_kernels() {
 TORCH_LIBRARY_IMPL(treduce, CPU, m) {
   const treduce::DeviceKernels k = treduce::cpu_kernels();
   m.impl("sum", k.sum);
+  m.impl("_exact_state", &treduce::cpu::exact_state_cpu);
+  m.impl("_exact_round", &treduce::cpu::exact_round_cpu);
   m.impl("mean", k.mean);
   m.impl("amax", k.amax);
   m.impl("amin", k.amin);
