@@ -5,7 +5,8 @@ Sizes cover one block, several blocks, and enough blocks for the partials to nee
 auto also from misaligned starts.
 Then auto over dims, for every op (the statistics too): each kernel of kernels/dims.cuh (teams per row, row segments
 with their combine, columns with and without splits, vector and element loads, strided views).
-Exits non-zero if any result is wrong.
+Then variant="exact" over the same dims and sizes, with data over many binades (kernels/exact.cuh).
+(`python scripts/sanitize_cases.py exact` runs these only.) Exits non-zero if any result is wrong.
 """
 
 import sys
@@ -66,9 +67,11 @@ def _sum_is_exact(x: torch.Tensor, variant: str, out_dtype, label: str) -> bool:
     return got == want
 
 
-def main() -> int:
+def main(only_exact: bool = False) -> int:
     failures = 0
     checked = 0
+    if only_exact:
+        return exact_cases()
     for variant in (v.name for v in torch_reduce.variants("cuda")):
         for dtype, out_dtype in CASES:
             for n in SIZES:
@@ -130,9 +133,36 @@ def main() -> int:
                 if not ok:
                     failures += 1
                     print(f"WRONG {op}{args} {name} {dtype}")
+    print(f"sanitize_cases: {checked - failures} passed, {failures} failed (all but exact)")
+    return max(1 if failures else 0, exact_cases())
+
+
+def exact_cases() -> int:
+    failures = 0
+    checked = 0
+    # variant="exact" (kernels/exact.cuh): every dims path above and full sums of every size, from
+    # aligned and misaligned starts, on data whose binades move the windows; results and states
+    # against the CPU's exact bits.
+    exact_inputs = [(name, make, dims) for name, make, dims in DIMS_CASES]
+    exact_inputs += [(f"n={n} offset={o}", (lambda d, n=n, o=o: _small_ints((n + o,), d)[o:]), None)
+                     for n in SIZES[1:] + SHORT_SIZES for o in (0, 1, 3)]
+    for name, make, dims in exact_inputs:
+        for dtype in (torch.float16, torch.bfloat16, torch.float32, torch.float64):
+            x = make(dtype)
+            wide = (x.double() - 1.5) * torch.exp2(torch.randint(-60, 60, x.shape, device="cuda").double())
+            for data in (x, wide.to(dtype)):
+                checked += 1
+                got = torch_reduce.sum(data, dims, variant="exact")
+                state = torch.ops.treduce._exact_state(data, None if dims is None else dims)
+                want = torch_reduce.sum(data.cpu(), dims, variant="exact")
+                ok = torch.equal(got.cpu().view(-1).view(torch.uint8), want.view(-1).view(torch.uint8)) and \
+                    torch.equal(state.cpu(), torch.ops.treduce._exact_state(data.cpu(), None if dims is None else dims))
+                if not ok:
+                    failures += 1
+                    print(f"WRONG exact {name} {dtype}")
     print(f"sanitize_cases: {checked - failures} passed, {failures} failed")
     return 1 if failures else 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(only_exact=sys.argv[1:] == ["exact"]))

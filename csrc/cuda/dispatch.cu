@@ -69,8 +69,15 @@ constexpr VariantDoc kDocs[] = {
      "before it",
      "-", "our fastest: everything above that pays, plus vector loads and packed-integer counting",
      false},
+    {"exact", "exact_partials_kernel (kernels/exact.cuh); exact_round_magnitude (exact.h)",
+     "floats: each thread adds its elements without rounding into two doubles over a window of binades "
+     "that follows the data (error-free extraction), everything else into a shared-memory superaccumulator "
+     "per block; the block states added by integer atomics, the last block rounding once with the CPU's steps; "
+     "integers: auto, which is exact",
+     "-", "correctly rounded: the same bits as the CPU's exact for any order, grid, GPU or layout; any dims",
+     false},
 };
-static_assert(sizeof(kDocs) / sizeof(kDocs[0]) == int(Variant::Auto) + 1,
+static_assert(sizeof(kDocs) / sizeof(kDocs[0]) == int(Variant::Exact) + 1,
               "one row per Variant");
 
 }  // namespace

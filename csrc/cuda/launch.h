@@ -31,6 +31,7 @@ enum class Variant : int {
   SingleBlock,
   Cub,
   Auto,
+  Exact,  // not a launch_sum variant: cuda/ops.cpp calls launch_exact
 };
 
 struct ReduceArgs {
@@ -60,6 +61,15 @@ cudaError_t launch_sum(Variant v, const ReduceArgs& a, size_t* workspace_bytes =
 
 // `auto` for every op over any Layout3 (a.layout, a.op; a.n is not read), same protocol.
 cudaError_t launch_reduce(const ReduceArgs& a, size_t* workspace_bytes = nullptr);
+
+// variant="exact" (kernels/exact.cuh) over any Layout3 of a floating input (a.types.in, the
+// result's dtype too): each result rounded into a.out, or, with `state` set, each result's
+// exact state (exact.h) into state[offset * kExactStateWords ...]. Same protocol as
+// launch_reduce.
+cudaError_t launch_exact(const ReduceArgs& a, int64_t* state, size_t* workspace_bytes = nullptr);
+
+// _exact_round: n states (contiguous) rounded into n results of `dtype` (a floating DType).
+cudaError_t launch_exact_round(const int64_t* state, int64_t n, void* out, DType dtype, cudaStream_t stream);
 
 // Streams through `bytes` bytes (16-byte aligned; a multiple of 16 is read) and does nothing
 // else: the bandwidth ceiling the benchmark compares against. See read_probe.cu.

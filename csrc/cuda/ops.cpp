@@ -118,10 +118,61 @@ at::Tensor run(const Prepared& p) {
   return p.out;
 }
 
+// variant="exact" and its state (exact.h, kernels/exact.cuh): the rounded sums into p.out, or,
+// with `state` defined, the states into it. Scratch (the blocks' states) from the caching
+// allocator.
+void run_exact(const Prepared& p, const at::Tensor& state) {
+  const cudaDeviceProp* props = at::cuda::getCurrentDeviceProperties();
+  ReduceArgs args{};
+  args.in = p.input.const_data_ptr();
+  args.types = p.types;
+  args.out = p.out.mutable_data_ptr();
+  args.stream = at::cuda::getCurrentCUDAStream().stream();
+  args.sm_count = props->multiProcessorCount;
+  args.cc_major = props->major;
+  args.layout = p.layout;
+  int64_t* words = state.defined() ? state.mutable_data_ptr<int64_t>() : nullptr;
+  size_t bytes = 0;
+  C10_CUDA_CHECK(launch_exact(args, words, &bytes));
+  at::Tensor workspace;
+  if (bytes > 0) {
+    workspace = at::empty({static_cast<int64_t>(bytes)}, p.out.options().dtype(at::kByte));
+    args.workspace = workspace.mutable_data_ptr();
+  }
+  C10_CUDA_CHECK(launch_exact(args, words, nullptr));
+}
+
+at::Tensor exact_sum_cuda(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
+                          std::optional<at::ScalarType> dtype) {
+  if (!exact_applies(self, dtype)) return run(prepare_reduce(ReduceOp::Sum, self, "auto", dim, keepdim, dtype));
+  const Prepared p = prepare_exact(self, dim, keepdim, dtype);
+  if (!p.done) run_exact(p, at::Tensor());
+  return p.out;
+}
+
+at::Tensor exact_state_cuda(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
+                            std::optional<at::ScalarType> dtype) {
+  const c10::cuda::CUDAGuard guard(self.device());
+  const Prepared p = prepare_exact_state(self, dim, keepdim, dtype);
+  at::Tensor state = exact_state_tensor(p);
+  if (!p.done) run_exact(p, state);
+  return state;
+}
+
+at::Tensor exact_round_cuda(const at::Tensor& state, at::ScalarType dtype) {
+  const c10::cuda::CUDAGuard guard(state.device());
+  at::Tensor out = exact_round_result(state, dtype);
+  const at::Tensor s = state.contiguous();
+  C10_CUDA_CHECK(launch_exact_round(s.const_data_ptr<int64_t>(), out.numel(), out.mutable_data_ptr(),
+                                    dtype_of_scalar(dtype), at::cuda::getCurrentCUDAStream()));
+  return out;
+}
+
 template <ReduceOp kOp>
 at::Tensor sum_or_mean_cuda(const at::Tensor& self, c10::string_view variant, at::OptionalIntArrayRef dim,
                             bool keepdim, std::optional<at::ScalarType> dtype) {
   const c10::cuda::CUDAGuard guard(self.device());
+  if (kOp == ReduceOp::Sum && variant == "exact") return exact_sum_cuda(self, dim, keepdim, dtype);
   const Prepared p = prepare_reduce(kOp, self, variant, dim, keepdim, dtype);
   const VariantDoc& doc = cuda_variants().docs[p.variant];
   if (doc.float_atomics && !is_integral(p.types.acc)) {
@@ -210,6 +261,8 @@ DeviceKernels cuda_kernels() {
 TORCH_LIBRARY_IMPL(treduce, CUDA, m) {
   const treduce::DeviceKernels k = treduce::cuda_kernels();
   m.impl("sum", k.sum);
+  m.impl("_exact_state", &treduce::cuda::exact_state_cuda);
+  m.impl("_exact_round", &treduce::cuda::exact_round_cuda);
   m.impl("mean", k.mean);
   m.impl("amax", k.amax);
   m.impl("amin", k.amin);
