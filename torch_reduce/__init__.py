@@ -66,9 +66,10 @@ from .ops import (  # noqa: E402
     var, var_mean, variants, vector_norm,
 )
 from .override import override  # noqa: E402
+from . import distributed  # noqa: E402  (registers the ops' DTensor shardings)
 
 __all__ = [
-    "SUPPORTED_DTYPES", "Variant", "__version__", "amax", "amin", "build_info", "mean", "override",
+    "SUPPORTED_DTYPES", "Variant", "__version__", "amax", "amin", "build_info", "distributed", "mean", "override",
     "logsumexp", "nanmean", "nansum", "prod", "result_dtype", "std", "std_mean", "sum", "var", "var_mean",
     "variants", "vector_norm",
 ]
