@@ -171,6 +171,26 @@ def test_streams_keep_their_own_scratch():
         assert torch.equal(values, w.expand_as(values)), f"seed {seed}, n {n}: {values.unique().tolist()} against {w.item()}"
 
 
+@cuda_only
+def test_more_streams_than_scratch_blocks():
+    """Past the 256 (device, stream) pairs that keep a scratch block of their own (cuda/ops.cpp),
+    calls on further streams take the caching allocator's memory and two kernels: still right,
+    interleaved with calls on the streams that have a block."""
+    gen, seed = fresh_generator("cuda")
+    x = torch.randint(-1000, 1000, (2**20 + 3,), generator=gen, device="cuda", dtype=torch.int32)
+    want = x.cpu().sum()
+    streams = [torch.cuda.Stream() for _ in range(300)]
+    torch.cuda.synchronize()
+    got = []
+    for _ in range(2):
+        for stream in streams:
+            with torch.cuda.stream(stream):
+                got.append(torch_reduce.sum(x))
+    torch.cuda.synchronize()
+    values = torch.stack(got).cpu()
+    assert torch.equal(values, want.expand_as(values)), f"seed {seed}: {values.unique().tolist()} against {want.item()}"
+
+
 def _chain(x, op, steps=4):
     """Each step: a kernel writes x, `op` sums it, and the next kernel reads that sum."""
     sums = []
