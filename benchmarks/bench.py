@@ -55,6 +55,8 @@ MAX_N = {"atomic": 1 << 24, "single_block": 1 << 24}
 LADDER_CASES = [("int32", 1 << 24), ("float32", 1 << 23), ("int32", 1 << 28), ("float32", 1 << 28)]
 LADDER_RUNGS = ["neighbored", "strided_index", "sequential", "first_add", "unroll4", "unroll8",
                 "unroll_last_warp", "complete_unroll", "two_pass", "block_atomic", "warp_shuffle", "auto"]
+# --data wide: the binades the floats span (exact sums stay exact; their speed is reported too).
+WIDE = {torch.float16: (-20, 4), torch.bfloat16: (-100, 100), torch.float32: (-100, 100), torch.float64: (-120, 120)}
 # The eager call-overhead measurement of --dims: a full float32 sum this small is all overhead.
 EAGER_N = 1 << 10
 
@@ -66,11 +68,13 @@ class Case:
     out_dtype: torch.dtype | None  # dtype=, or None for torch.sum's own result dtype
     n: int
     offset: int = 0  # elements between a 16-byte boundary and the first element
+    data: str = "normal"  # floats: "normal" N(0,1); "wide" N(0,1) times 2^k, k uniform over WIDE's range
 
     @property
     def label(self) -> str:
         name = str(self.dtype).removeprefix("torch.")
-        return name + (f">{str(self.out_dtype).removeprefix('torch.')}" if self.out_dtype else "")
+        name += f">{str(self.out_dtype).removeprefix('torch.')}" if self.out_dtype else ""
+        return name + (" wide" if self.data == "wide" and self.dtype.is_floating_point else "")
 
     @property
     def result_dtype(self) -> torch.dtype:
@@ -134,6 +138,10 @@ def make_input(case: Case, device: str) -> tuple[torch.Tensor, torch.Tensor]:
     elif case.dtype in INTEGRAL:
         info = torch.iinfo(case.dtype)
         base = torch.randint(max(info.min, -1000), min(info.max, 1000) + 1, (n,), device=device, dtype=case.dtype)
+    elif case.data == "wide":
+        lo, hi = WIDE[case.dtype]
+        base = (torch.randn(n, device=device) * torch.exp2(torch.randint(lo, hi + 1, (n,), device=device).float()))
+        base = base.to(case.dtype)
     else:
         base = torch.randn(n, device=device).to(case.dtype)
     return base[case.offset :], base
@@ -313,6 +321,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--variants", help="comma-separated (default: all of the device's)")
     parser.add_argument("--modes", help=f"comma-separated from {', '.join(MODES['cuda'])} (CUDA; with --dims "
                         f"{', '.join(dims.MODES['cuda'])}) or wall (CPU)")
+    parser.add_argument("--data", choices=["normal", "wide"], default="normal",
+                        help="float inputs: N(0,1), or N(0,1) scaled by powers of two over a wide range")
     parser.add_argument("--offset", type=int, default=0, help="start the input this many elements past a 16-byte boundary")
     parser.add_argument("--reps", type=int, help="timed repetitions per candidate and mode (default 20; 5 with --quick)")
     parser.add_argument("--quick", action="store_true", help="a few small cases, hot mode only, 5 repetitions")
@@ -423,7 +433,8 @@ def main(argv: list[str] | None = None) -> int:
         variants = [v for v in LADDER_RUNGS + ["cub"] if v in args.variants]
         modes = ["cold", "hot"]
     else:
-        cases = [Case(op, d, o, n, args.offset) for op in args.ops for d, o in args.dtypes for n in args.sizes]
+        cases = [Case(op, d, o, n, args.offset, args.data) for op in args.ops for d, o in args.dtypes
+                 for n in args.sizes]
         variants, modes = args.variants, args.modes
     rows = run(cases, args.device, variants, modes, args.reps)
     env = environment(args.device)
