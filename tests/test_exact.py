@@ -6,7 +6,11 @@ the CPU where the reference would be slow); the exact state (_exact_state, _exac
 partial sums exchange."""
 
 import math
+import os
 import random
+import subprocess
+import sys
+import textwrap
 from fractions import Fraction
 
 import pytest
@@ -166,6 +170,30 @@ def test_order_split_layout_and_threads_do_not_matter(dtype):
         assert same_bits(exact(x), first), f"seed {seed}: one thread changed the bits"
     finally:
         torch.set_num_threads(threads)
+
+
+def test_cpu_bits_do_not_depend_on_the_instruction_set(tmp_path):
+    """The exact windows of sum_simd built for the baseline ISA (TREDUCE_CPU_ISA=base) against the
+    build this CPU gets: the same words, as both are exact (data of moderate and of wide range,
+    rows and whole tensors, every float dtype)."""
+    gen, seed = fresh_generator("cpu")
+    inputs = []
+    for dtype in FLOATS:
+        z = torch.randn(70_001, generator=gen, dtype=torch.float64)
+        inputs.append((z.to(dtype), None))
+        inputs.append(((z * 2.0 ** torch.randint(-60, 60, z.shape, generator=gen)).to(dtype), None))
+        inputs.append((z[:70_000].reshape(70, 1000).to(dtype), 1))
+    torch.save(inputs, tmp_path / "inputs.pt")
+    script = textwrap.dedent(f"""
+        import torch, torch_reduce
+        inputs = torch.load({str(tmp_path / 'inputs.pt')!r})
+        torch.save([torch.ops.treduce._exact_state(x, None if d is None else [d]) for x, d in inputs],
+                   {str(tmp_path / 'base.pt')!r})
+    """)
+    subprocess.run([sys.executable, "-c", script], check=True, env=dict(os.environ, TREDUCE_CPU_ISA="base"))
+    base = torch.load(tmp_path / "base.pt")
+    for (x, d), b in zip(inputs, base):
+        assert torch.equal(state(x, None if d is None else [d]), b), f"{x.dtype} dim={d}: seed {seed}"
 
 
 @pytest.mark.parametrize(

@@ -360,21 +360,37 @@ double exact_value(T v) {
   else return double(static_cast<float>(v));
 }
 
+// A contiguous run into an accumulator: the vector windows of sum_simd (about 20x faster than
+// an element at a time on data of moderate range), the same words.
+template <class T>
+void exact_run(const T* x, int64_t n, ExactAcc* a) {
+  const simd::SumKernels& k = simd::sum_kernels();
+  if constexpr (std::is_same_v<T, float>) k.exact_f32(x, n, a);
+  else if constexpr (std::is_same_v<T, double>) k.exact_f64(x, n, a);
+  else if constexpr (std::is_same_v<T, c10::Half>) k.exact_f16(reinterpret_cast<const uint16_t*>(x), n, a);
+  else k.exact_bf16(reinterpret_cast<const uint16_t*>(x), n, a);
+}
+
 template <class T, class Emit>
 void exact_sum(const T* x, const Layout3& l, const Emit& emit) {
   const int64_t outputs = l.outer * l.inner;
   if (outputs == 1) {
-    // Four accumulators a chunk, element r into r % 4: consecutive elements of like size add into
-    // the same chunks, and through one accumulator each add waited for the last one's store.
+    // Strided: four accumulators a chunk, element r into r % 4 (through one accumulator each add
+    // waited for the last one's store).
     constexpr int64_t kChunk = int64_t(1) << 16;
     constexpr int kWays = 4;
     const int64_t n = l.reduced, chunks = (n + kChunk - 1) / kChunk;
+    const bool run = l.in_reduced == 1;
     std::vector<ExactAcc> acc(std::max<int64_t>(chunks, 1) * kWays);
     at::parallel_for(0, chunks, 1, [&](int64_t c0, int64_t c1) {
       for (int64_t c = c0; c < c1; ++c) {
         ExactAcc* a = &acc[c * kWays];
         const int64_t end = std::min(n, (c + 1) * kChunk);
         int64_t r = c * kChunk;
+        if (run) {
+          exact_run(x + r, end - r, a);
+          continue;
+        }
         for (; r + kWays <= end; r += kWays)
           for (int w = 0; w < kWays; ++w) a[w].add(exact_value(x[(r + w) * l.in_reduced]));
         for (; r < end; ++r) a[0].add(exact_value(x[r * l.in_reduced]));
@@ -389,7 +405,11 @@ void exact_sum(const T* x, const Layout3& l, const Emit& emit) {
       const int64_t o = j / l.inner, i = j % l.inner;
       const T* base = x + o * l.in_outer + i * l.in_inner;
       ExactAcc a;
-      for (int64_t r = 0; r < l.reduced; ++r) a.add(exact_value(base[r * l.in_reduced]));
+      if (l.in_reduced == 1) {
+        exact_run(base, l.reduced, &a);
+      } else {
+        for (int64_t r = 0; r < l.reduced; ++r) a.add(exact_value(base[r * l.in_reduced]));
+      }
       emit(o * l.out_outer + i * l.out_inner, a);
     }
   });

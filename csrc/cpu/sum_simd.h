@@ -10,6 +10,10 @@
 
 #include <cstdint>
 
+namespace treduce {
+struct ExactAcc;
+}
+
 namespace treduce::cpu::simd {
 
 // One contiguous run each; 16-bit floats as their bits.
@@ -19,6 +23,12 @@ struct SumKernels {
   float (*f16)(const uint16_t*, int64_t);
   float (*bf16)(const uint16_t*, int64_t);
   int64_t (*i64)(const int64_t*, int64_t);  // wraps, as torch's int64 sum
+  // variant="exact": the run's elements added into *acc, exactly (exact.h), the same words on
+  // every instruction set.
+  void (*exact_f32)(const float*, int64_t, ExactAcc*);
+  void (*exact_f64)(const double*, int64_t, ExactAcc*);
+  void (*exact_f16)(const uint16_t*, int64_t, ExactAcc*);
+  void (*exact_bf16)(const uint16_t*, int64_t, ExactAcc*);
 };
 
 // The kernels for this CPU, chosen once.

@@ -144,4 +144,157 @@ inline float sum_f16(const uint16_t* x, int64_t n) { return cascade_sum<LoadF16>
 inline float sum_bf16(const uint16_t* x, int64_t n) { return cascade_sum<LoadBF16>(x, n); }
 inline int64_t sum_i64(const int64_t* x, int64_t n) { return int64_t(cascade_sum<LoadI64>(x, n)); }
 
-inline SumKernels kernels() { return {&sum_f32, &sum_f64, &sum_f16, &sum_bf16, &sum_i64}; }
+// variant="exact" over a contiguous run, into an exact accumulator: the CUDA kernel's windows
+// (kernels/exact.cuh), 8 lanes here. sigma = 2^k, one for the run; an element with
+// |x| <= 2^(k-H) and an ulp of at least 2^(k+H-106) splits exactly into q = (sigma + x) - sigma
+// (a multiple of 2^(k-53)) and r = x - q, and 2^H of each add exactly into a lane's hi and lo;
+// then hi and lo go into the accumulator (exactly: it takes any double) and start again.
+// Anything else (outside the window, NaN, infinities) goes into the accumulator on its own. The
+// window is picked from the largest of the next 256 elements, again after a period with many
+// misses. Exact whatever the window, so the bits are the accumulator's, on every instruction set.
+// One element as a double (16-bit floats as their bits: L says which).
+inline double exact_scalar(float v) { return v; }
+inline double exact_scalar(double v) { return v; }
+template <class L>
+inline double exact_scalar16(uint16_t h) {
+  if constexpr (std::is_same_v<L, LoadBF16>) {
+    return bit_cast_vec<float>(uint32_t(h) << 16);
+  } else {  // IEEE half: subnormals are m * 2^-24, the top exponent infinities and NaN
+    const int e = (h >> 10) & 0x1f, m = h & 0x3ff;
+    const double sign = (h & 0x8000) ? -1.0 : 1.0;
+    if (e == 0) return sign * std::ldexp(double(m), -24);
+    if (e == 31) return m ? std::numeric_limits<double>::quiet_NaN() : sign * std::numeric_limits<double>::infinity();
+    return sign * std::ldexp(double(m | 0x400), e - 25);
+  }
+}
+
+// Eight elements as double vectors (kBytes / 8 lanes each), converted exactly.
+constexpr int kDLanes = kBytes / 8;
+constexpr int kDVecs = 8 / kDLanes;
+using vf32h = float __attribute__((vector_size(kBytes / 2)));  // as many lanes as vf64
+
+template <class L>
+[[gnu::always_inline]] inline void exact_load8(const typename L::In* p, vf64 (&v)[kDVecs]) {
+  if constexpr (std::is_same_v<typename L::V, vf64>) {
+    for (int k = 0; k < kDVecs; ++k) v[k] = L::load(p + k * kDLanes);
+  } else {
+    constexpr int kW = int(sizeof(vf32) / sizeof(float));  // floats a load
+    for (int k = 0; k < 8 / kW; ++k) {
+      const vf32 w = L::load(p + k * kW);
+      for (int h = 0; h < kW / kDLanes; ++h) {
+        vf32h part;
+        std::memcpy(&part, reinterpret_cast<const char*>(&w) + h * sizeof(vf32h), sizeof part);
+        v[k * (kW / kDLanes) + h] = __builtin_convertvector(part, vf64);
+      }
+    }
+  }
+}
+
+template <class L, int kPrecision, int kMinExponent>
+void exact_run(const typename L::In* x, int64_t n, ExactAcc* acc) {
+  const auto exact_scalar = [](typename L::In v) {
+    if constexpr (std::is_same_v<typename L::In, uint16_t>) return exact_scalar16<L>(v);
+    else return double(v);
+  };
+  constexpr int kH = 10;
+  constexpr int kSlack = kPrecision == 53 ? 4 : 8;
+  constexpr uint64_t kSign = uint64_t(1) << 63;
+  vf64 hi[kDVecs] = {}, lo[kDVecs] = {};
+  double sigma = 1, upper = 0, lower = 0;  // at first only zeros
+  const auto pow2 = [](int e) { return exact_double(uint64_t(e + 1023) << 52); };
+  const auto pick = [&](int64_t from) {
+    double m = 0;
+    for (int64_t i = from; i < std::min(n, from + 256); ++i) {
+      const double a = std::fabs(exact_scalar(x[i]));
+      if (a > m && a <= 1.7976931348623157e308) m = a;
+    }
+    if (m == 0) {
+      upper = 0;
+      return;
+    }
+    const int e = int((exact_bits(m) >> 52) & 0x7ff) - 1023;
+    const int k = std::min(std::max(e + kH + 1 + kSlack, -1074 + 106 - kH), 1023);
+    sigma = pow2(k);
+    upper = pow2(k - kH);
+    const int low = k + kH - 107 + kPrecision;
+    lower = low <= kMinExponent ? 0.0 : pow2(low);
+  };
+  const auto holds = [&](double v) {
+    const double a = std::fabs(v);
+    return a <= upper && (a >= lower || v == 0);
+  };
+  pick(0);
+  vu64 not_neg_zero = {};
+  int adds = 0, misses = 0;
+  const auto flush = [&] {
+    for (int k = 0; k < kDVecs; ++k) {
+      for (int j = 0; j < kDLanes; ++j) {
+        if (hi[k][j] != 0) acc->add(hi[k][j]);
+        if (lo[k][j] != 0) acc->add(lo[k][j]);
+      }
+      hi[k] = vf64{};
+      lo[k] = vf64{};
+    }
+    adds = 0;
+  };
+  const vu64 abs_mask = vu64{} + ~kSign;
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    vf64 v[kDVecs];
+    exact_load8<L>(x + i, v);
+    const vf64 sig = vf64{} + sigma, up = vf64{} + upper, lw = vf64{} + lower;
+    vu64 in = vu64{} + ~uint64_t(0);
+    for (int k = 0; k < kDVecs; ++k) {
+      const vu64 bits = bit_cast_vec<vu64>(v[k]);
+      const vf64 a = bit_cast_vec<vf64>(bits & abs_mask);
+      in &= bit_cast_vec<vu64>((a <= up) & ((a >= lw) | (v[k] == 0)));
+      not_neg_zero |= bits ^ kSign;
+    }
+#if TREDUCE_SIMD_X86  // one movemask (extracting the lanes one by one cost a fifth of the loop)
+    bool all;
+    if constexpr (kDLanes == 4) all = _mm256_movemask_pd(bit_cast_vec<__m256d>(in)) == 0xf;
+    else all = _mm_movemask_pd(bit_cast_vec<__m128d>(in)) == 0x3;
+#else
+    uint64_t all = in[0];
+    for (int j = 1; j < kDLanes; ++j) all &= in[j];
+#endif
+    if (all) {
+      for (int k = 0; k < kDVecs; ++k) {
+        const vf64 q = (sig + v[k]) - sig;
+        hi[k] += q;
+        lo[k] += v[k] - q;
+      }
+    } else {
+      for (int k = 0; k < kDVecs; ++k) {
+        for (int j = 0; j < kDLanes; ++j) {
+          const double e = v[k][j];
+          if (holds(e)) {
+            const double q = (sigma + e) - sigma;
+            hi[k][j] += q;
+            lo[k][j] += e - q;
+          } else {
+            acc->add(e);
+            ++misses;
+          }
+        }
+      }
+    }
+    if (++adds == (1 << kH)) {
+      flush();
+      if (misses > 64) pick(i + 8);  // the data's scale moved: follow it
+      misses = 0;
+    }
+  }
+  flush();
+  for (; i < n; ++i) acc->add(exact_scalar(x[i]));
+  uint64_t nz = 0;
+  for (int j = 0; j < kDLanes; ++j) nz |= not_neg_zero[j];
+  acc->not_neg_zero |= nz;
+  acc->any = acc->any || n > 0;
+}
+
+inline SumKernels kernels() {
+  return {&sum_f32, &sum_f64, &sum_f16, &sum_bf16, &sum_i64,
+          &exact_run<LoadF32, 24, -126>, &exact_run<LoadF64, 53, -1022>,
+          &exact_run<LoadF16, 11, -14>, &exact_run<LoadBF16, 8, -126>};
+}
