@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole check on a GPU machine, in one go: build, the test suite (CUDA and slow cases included),
 # compute-sanitizer's four tools over every CUDA variant, and the benchmarks (the full-sum sweep, the
-# dims suite, the ladder, the statistics suite, the eager suite and the CPU sweep). Logs and results go to $LOGS (default ./gpu_check_out); a summary is
+# dims suite, the ladder, the statistics suite, the eager suite, the CPU sweep, exact sums and,
+# on machines with two GPUs or more, sums across them). Logs and results go to $LOGS (default ./gpu_check_out); a summary is
 # printed last and kept in summary.txt. Needs no network: torch, pytest, ninja and cmake must
 # already be installed.
 #
@@ -14,7 +15,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 LOGS=${LOGS:-$PWD/gpu_check_out}
-STAGES=${STAGES:-"build test sanitize bench dims ladder stats eager cpu"}
+STAGES=${STAGES:-"build test sanitize bench dims ladder stats eager cpu exact distributed"}
 BENCH_ARGS=${BENCH_ARGS:-}
 DIMS_ARGS=${DIMS_ARGS:-}
 mkdir -p "$LOGS"
@@ -105,6 +106,29 @@ suite() {
 has stats && suite stats
 has eager && suite eager  # calls from a plain Python loop: eager time, host cost, kernel time
 has cpu && suite cpu  # the CPU sweep on this machine's cores (one thread and every core)
+
+if has exact; then  # variant="exact" against auto and CUB, N(0,1) data and data over many binades
+  start=$SECONDS
+  if timeout "${BENCH_TIMEOUT:-1200}" python3 benchmarks/bench.py --variants auto,exact,cub \
+       --dtypes float16,bfloat16,float32,float64 --modes hot,cold,eager --out "$LOGS/exact" > "$LOGS/exact.log" 2>"$LOGS/exact.err" &&
+     timeout "${BENCH_TIMEOUT:-1200}" python3 benchmarks/bench.py --data wide --variants auto,exact \
+       --dtypes float16,bfloat16,float32,float64 --sizes 2^24,2^28 --modes hot --out "$LOGS/exact_wide" >> "$LOGS/exact.log" 2>>"$LOGS/exact.err"; then
+    note "exact: ok ($((SECONDS - start)) s); tables in exact.log, exact/ and exact_wide/"
+  else
+    note "exact: FAILED"; tail -20 "$LOGS/exact.err"
+  fi
+fi
+
+gpus=$(nvidia-smi -L 2>/dev/null | wc -l)
+if has distributed && [ "$gpus" -ge 2 ]; then  # sums across the GPUs (NCCL) against DTensor's
+  start=$SECONDS
+  if NCCL_NVLS_ENABLE=0 timeout "${BENCH_TIMEOUT:-1200}" torchrun --nproc-per-node "$gpus" benchmarks/distributed.py \
+       --dtypes float32,bfloat16 --out "$LOGS/bench" > "$LOGS/distributed.log" 2>"$LOGS/distributed.err"; then
+    note "distributed: ok ($((SECONDS - start)) s, $gpus GPUs); table in bench/distributed.md"
+  else
+    note "distributed: FAILED"; tail -20 "$LOGS/distributed.err"
+  fi
+fi
 
 echo
 echo "==== summary ($LOGS)"
