@@ -98,6 +98,14 @@ def _register_dtensor_shardings() -> None:
         return out
 
 
+def _is_dtensor(x) -> bool:
+    if not _DTENSOR_READY:
+        return False
+    from torch.distributed.tensor import DTensor
+
+    return isinstance(x, DTensor)
+
+
 def _exact_sum_of_dtensor(x, dim, keepdim, dtype):
     """torch_reduce.sum(x, ..., variant="exact") of a DTensor: the exact state, its partials
     added by DTensor in int64, rounded once."""

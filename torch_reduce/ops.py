@@ -89,11 +89,9 @@ def sum(x: torch.Tensor, dim: Dims = None, keepdim: bool = False, *,
     then exchange exact states: torch_reduce.distributed).
     """
     if variant == "exact" and type(x) is not torch.Tensor and x.dtype.is_floating_point:
-        from torch.distributed.tensor import DTensor
+        from .distributed import _exact_sum_of_dtensor, _is_dtensor
 
-        if isinstance(x, DTensor) and (dtype or x.dtype).is_floating_point:
-            from .distributed import _exact_sum_of_dtensor
-
+        if _is_dtensor(x) and (dtype or x.dtype).is_floating_point:
             return _exact_sum_of_dtensor(x, dim, keepdim, dtype)
     return _call(_SUM, x, variant, dim, keepdim, dtype)
 
