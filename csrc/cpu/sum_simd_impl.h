@@ -152,21 +152,6 @@ inline int64_t sum_i64(const int64_t* x, int64_t n) { return int64_t(cascade_sum
 // Anything else (outside the window, NaN, infinities) goes into the accumulator on its own. The
 // window is picked from the largest of the next 256 elements, again after a period with many
 // misses. Exact whatever the window, so the bits are the accumulator's, on every instruction set.
-// One element as a double (16-bit floats as their bits: L says which).
-inline double exact_scalar(float v) { return v; }
-inline double exact_scalar(double v) { return v; }
-template <class L>
-inline double exact_scalar16(uint16_t h) {
-  if constexpr (std::is_same_v<L, LoadBF16>) {
-    return bit_cast_vec<float>(uint32_t(h) << 16);
-  } else {  // IEEE half: subnormals are m * 2^-24, the top exponent infinities and NaN
-    const int e = (h >> 10) & 0x1f, m = h & 0x3ff;
-    const double sign = (h & 0x8000) ? -1.0 : 1.0;
-    if (e == 0) return sign * std::ldexp(double(m), -24);
-    if (e == 31) return m ? std::numeric_limits<double>::quiet_NaN() : sign * std::numeric_limits<double>::infinity();
-    return sign * std::ldexp(double(m | 0x400), e - 25);
-  }
-}
 
 // Eight elements as double vectors (kBytes / 8 lanes each), converted exactly.
 constexpr int kDLanes = kBytes / 8;
@@ -190,12 +175,21 @@ template <class L>
   }
 }
 
+// Elements [i, i + 8) as exact_load8 does, those at n and past it as -0.0 (which adds nothing
+// and leaves the -0.0 rule alone): the last, partial group through the same loader.
+template <class L>
+[[gnu::always_inline]] inline void exact_load8_upto(const typename L::In* x, int64_t i, int64_t n,
+                                                    vf64 (&v)[kDVecs]) {
+  using In = typename L::In;
+  if (i + 8 <= n) return exact_load8<L>(x + i, v);
+  In pad[8];
+  for (int j = 0; j < 8; ++j) pad[j] = std::is_same_v<In, uint16_t> ? In(0x8000) : In(-0.0);
+  std::memcpy(pad, x + i, (n - i) * sizeof(In));
+  exact_load8<L>(pad, v);
+}
+
 template <class L, int kPrecision, int kMinExponent>
 void exact_run(const typename L::In* x, int64_t n, ExactAcc* acc) {
-  const auto exact_scalar = [](typename L::In v) {
-    if constexpr (std::is_same_v<typename L::In, uint16_t>) return exact_scalar16<L>(v);
-    else return double(v);
-  };
   constexpr int kH = 10;
   constexpr int kSlack = kPrecision == 53 ? 4 : 8;
   constexpr uint64_t kSign = uint64_t(1) << 63;
@@ -204,9 +198,14 @@ void exact_run(const typename L::In* x, int64_t n, ExactAcc* acc) {
   const auto pow2 = [](int e) { return exact_double(uint64_t(e + 1023) << 52); };
   const auto pick = [&](int64_t from) {
     double m = 0;
-    for (int64_t i = from; i < std::min(n, from + 256); ++i) {
-      const double a = std::fabs(exact_scalar(x[i]));
-      if (a > m && a <= 1.7976931348623157e308) m = a;
+    for (int64_t i = from; i < std::min(n, from + 256); i += 8) {
+      vf64 v[kDVecs];
+      exact_load8_upto<L>(x, i, n, v);
+      for (int k = 0; k < kDVecs; ++k)
+        for (int j = 0; j < kDLanes; ++j) {
+          const double a = std::fabs(v[k][j]);
+          if (a > m && a <= 1.7976931348623157e308) m = a;
+        }
     }
     if (m == 0) {
       upper = 0;
@@ -239,9 +238,9 @@ void exact_run(const typename L::In* x, int64_t n, ExactAcc* acc) {
   };
   const vu64 abs_mask = vu64{} + ~kSign;
   int64_t i = 0;
-  for (; i + 8 <= n; i += 8) {
+  for (; i < n; i += 8) {
     vf64 v[kDVecs];
-    exact_load8<L>(x + i, v);
+    exact_load8_upto<L>(x, i, n, v);
     const vf64 sig = vf64{} + sigma, up = vf64{} + upper, lw = vf64{} + lower;
     vu64 in = vu64{} + ~uint64_t(0);
     for (int k = 0; k < kDVecs; ++k) {
@@ -286,7 +285,6 @@ void exact_run(const typename L::In* x, int64_t n, ExactAcc* acc) {
     }
   }
   flush();
-  for (; i < n; ++i) acc->add(exact_scalar(x[i]));
   uint64_t nz = 0;
   for (int j = 0; j < kDLanes; ++j) nz |= not_neg_zero[j];
   acc->not_neg_zero |= nz;
