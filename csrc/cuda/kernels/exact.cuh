@@ -41,7 +41,7 @@ template <class T> struct ExactIn;
 template <> struct ExactIn<double> {
   using Cmp = double;
   using Bits = unsigned long long;
-  static constexpr int kPrecision = 53, kMinExponent = -1022, kMaxExponent = 1023, kSlack = 4;
+  static constexpr int kPrecision = 53, kMinExponent = -1022, kSlack = 4;
   static constexpr ExactFormat kFormat = kExactDouble;
   __device__ static Cmp value(double v) { return v; }
   __device__ static Bits bits(Cmp v) { return static_cast<Bits>(__double_as_longlong(v)); }
@@ -49,7 +49,7 @@ template <> struct ExactIn<double> {
 template <> struct ExactIn<float> {
   using Cmp = float;
   using Bits = unsigned;
-  static constexpr int kPrecision = 24, kMinExponent = -126, kMaxExponent = 127, kSlack = 8;
+  static constexpr int kPrecision = 24, kMinExponent = -126, kSlack = 8;
   static constexpr ExactFormat kFormat = kExactFloat;
   __device__ static Cmp value(float v) { return v; }
   __device__ static Bits bits(Cmp v) { return __float_as_uint(v); }
@@ -143,7 +143,7 @@ struct ExactWindow {
   // multiple of 2^(k - 53) and lo of 2^(k + H - 106), both below 2^53 of those units, so 32 of
   // them add exactly in int64, and one lane adds them, instead of 32 lanes contending for the
   // same chunks.
-  __device__ void flush_here(unsigned long long* chunks) {
+  __device__ void flush(unsigned long long* chunks) {
     const bool whole_warp = __activemask() == 0xffffffffu;
     if (whole_warp && __all_sync(0xffffffffu, sigma == __shfl_sync(0xffffffffu, sigma, 0))) {
       const int k = int((exact_bits(sigma) >> 52) & 0x7ff) - 1023;
@@ -169,7 +169,7 @@ struct ExactWindow {
     const int e = int((exact_bits(double(x)) >> 52) & 0x7ff) - 1023;
     int k = e + kExactHeadroom + 1 + In::kSlack;
     // Rounded up to a multiple of kSlack, so that the lanes of a warp, whose first elements
-    // differ in size, mostly pick the same window and flush together (see flush_here).
+    // differ in size, mostly pick the same window and flush together (see flush).
     k = (k + 1024 * In::kSlack) / In::kSlack * In::kSlack - 1024 * In::kSlack;
     if (k < e + kExactHeadroom + 1 + In::kSlack) k += In::kSlack;
     k = max(k, -1074 + 106 - kExactHeadroom);  // lo's grid no finer than double's subnormals
@@ -194,7 +194,7 @@ struct ExactWindow {
     }
     if (x == Cmp(0)) return;
     if ((hi == 0 && lo == 0) || ++misses > kExactMissesBeforeMove) {
-      flush_here(chunks);
+      flush(chunks);
       move_to(x);
       if (holds(x)) {
         add(x);
@@ -204,23 +204,12 @@ struct ExactWindow {
     exact_shared_add(chunks, double(x));
   }
 
-  __device__ __forceinline__ void flush(unsigned long long* chunks) { flush_here(chunks); }
   // One element, from any path.
   __device__ __forceinline__ void take(Cmp x, unsigned long long* chunks);
   // V elements: one test whether all fit, then adds without a branch.
   template <int V>
   __device__ __forceinline__ void take(const Cmp (&x)[V], unsigned long long* chunks);
 };
-
-// A vector with an element outside the window: element by element.
-template <class W, int V>
-__device__ __forceinline__ void exact_take_slow(W& w, const typename W::Cmp (&x)[V], unsigned long long* chunks) {
-#pragma unroll
-  for (int j = 0; j < V; ++j) {
-    if (w.holds(x[j])) w.add(x[j]);
-    else w.miss(x[j], chunks);
-  }
-}
 
 template <class T>
 __device__ __forceinline__ void ExactWindow<T>::take(Cmp x, unsigned long long* chunks) {
@@ -245,8 +234,12 @@ __device__ __forceinline__ void ExactWindow<T>::take(const Cmp (&x)[V], unsigned
   if (all) {
 #pragma unroll
     for (int j = 0; j < V; ++j) add(x[j]);
-  } else {
-    exact_take_slow(*this, x, chunks);
+  } else {  // an element outside the window: element by element
+#pragma unroll
+    for (int j = 0; j < V; ++j) {
+      if (holds(x[j])) add(x[j]);
+      else miss(x[j], chunks);
+    }
   }
 }
 
