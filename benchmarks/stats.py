@@ -1,11 +1,13 @@
-"""The statistics suite: torch's statistics and norms against torch_reduce's, in one run: torch
-eager, torch.compile of the same torch call, and torch_reduce, hot (CUDA-graph replay) and cold
-(after an L2 flush), with the read probe over the same bytes as the floor.
+"""The statistics suite (torch's statistics and norms) and the logic suite (any, all,
+count_nonzero, aminmax) against torch_reduce's, in one run: torch eager, torch.compile of the same
+torch call, and torch_reduce, hot (CUDA-graph replay) and cold (after an L2 flush), with the read
+probe over the same bytes as the floor.
 
-    python benchmarks/stats.py [--reps N] [--out DIR] [--only SUBSTRING]
+    python benchmarks/stats.py [--suite stats|logic] [--reps N] [--out DIR] [--only SUBSTRING]
 
-Every result is checked against torch's float64 result before it is timed, torch's included.
-Writes stats.json and stats.md to --out (default benchmarks/results/<gpu>).
+Every result is checked against torch's float64 result before it is timed, torch's included
+(exactly, for the logic suite). Writes <suite>.json and <suite>.md to --out (default
+benchmarks/results/<gpu>).
 """
 
 from __future__ import annotations
@@ -87,8 +89,32 @@ def _norm_cases() -> list[Case]:
     return [Case(label, t, o, shape, dtype, 1e-2 if dtype == bf16 else 1e-5) for label, t, o, shape, dtype in c]
 
 
-def cases() -> list[Case]:
-    return _var_cases() + _norm_cases() + _other_cases()
+def _logic_cases() -> list[Case]:
+    """The index and logic reductions (any, all, count_nonzero, aminmax): exact results."""
+    f32, bf16, b, u8 = torch.float32, torch.bfloat16, torch.bool, torch.uint8
+    c = [
+        ("any(x)", lambda x: torch.any(x), lambda x: torch_reduce.any(x), (1 << 28,), b),
+        ("all(x, -1)", lambda x: torch.all(x, -1), lambda x: torch_reduce.all(x, -1), (65536, 1024), b),
+        ("count_nonzero(x)", lambda x: torch.count_nonzero(x), lambda x: torch_reduce.count_nonzero(x), (1 << 26,), f32),
+        ("count_nonzero(x)", lambda x: torch.count_nonzero(x), lambda x: torch_reduce.count_nonzero(x), (1 << 28,), b),
+        ("aminmax(x)", lambda x: torch.aminmax(x), lambda x: torch_reduce.aminmax(x), (1 << 26,), f32),
+        # What else tells: 1-byte integers, other layouts, logits.
+        ("any(x)", lambda x: torch.any(x), lambda x: torch_reduce.any(x), (1 << 28,), u8),
+        ("all(x, 0)", lambda x: torch.all(x, 0), lambda x: torch_reduce.all(x, 0), (4096, 4096), b),
+        ("count_nonzero(x, -1)", lambda x: torch.count_nonzero(x, -1), lambda x: torch_reduce.count_nonzero(x, -1),
+         (65536, 128), f32),
+        ("aminmax(x, dim=-1)", lambda x: torch.aminmax(x, dim=-1), lambda x: torch_reduce.aminmax(x, dim=-1),
+         (4096, 32000), bf16),
+        ("aminmax(x)", lambda x: torch.aminmax(x), lambda x: torch_reduce.aminmax(x), (1 << 28,), bf16),
+    ]
+    return [Case(label, t, o, shape, dtype, 0.0) for label, t, o, shape, dtype in c]
+
+
+SUITES = {"stats": lambda: _var_cases() + _norm_cases() + _other_cases(), "logic": _logic_cases}
+
+
+def cases(suite: str = "stats") -> list[Case]:
+    return SUITES[suite]()
 
 
 @dataclass
@@ -118,15 +144,18 @@ def _check(name: str, got, want, rtol: float) -> None:
             raise AssertionError(f"{name}: error {err:.3g} over {rtol:.1g} x {scale:.3g}")
 
 
-def run(reps: int, only: str | None) -> list[Row]:
+def run(reps: int, only: str | None, suite: str = "stats") -> list[Row]:
     flush = timing.L2Flush("cuda")
     rows: list[Row] = []
-    for case in cases():
+    for case in cases(suite):
         name = f"{case.label} {tuple(case.shape)} {str(case.dtype).removeprefix('torch.')}"
         if only and only not in name:
             continue
         print(name, file=sys.stderr)
-        x = torch.randn(case.shape, device="cuda").to(case.dtype)
+        x = torch.randn(case.shape, device="cuda")
+        if not case.dtype.is_floating_point:  # about a tenth zeros, the rest of the dtype's range
+            x = (x * 50).masked_fill(x.abs() < 0.125, 0)
+        x = x.to(case.dtype)
         want = tuple(w.double() for w in _as_tuple(case.torch_fn(x.double())))
         compiled = torch.compile(case.torch_fn)
         fns = {
@@ -174,20 +203,23 @@ def main(argv=None) -> int:
     ap.add_argument("--reps", type=int, default=30)
     ap.add_argument("--out", type=pathlib.Path, default=None)
     ap.add_argument("--only", default=None, help="run the cases whose name contains this")
+    ap.add_argument("--suite", choices=sorted(SUITES), default="stats",
+                    help="stats: statistics and norms; logic: any, all, count_nonzero, aminmax")
     args = ap.parse_args(argv)
     if not torch.cuda.is_available():
         print("stats.py needs a CUDA device", file=sys.stderr)
         return 2
     gpu = torch.cuda.get_device_name()
-    rows = run(args.reps, args.only)
+    rows = run(args.reps, args.only, args.suite)
     out = args.out or pathlib.Path(__file__).parent / "results" / gpu.split()[-1].lower()
     out.mkdir(parents=True, exist_ok=True)
     meta = {"gpu": gpu, "torch": torch.__version__, "cuda": torch.version.cuda, "reps": args.reps}
-    (out / "stats.json").write_text(json.dumps({"meta": meta, "rows": [asdict(r) for r in rows]}, indent=1))
-    header = (f"# Statistics suite: {gpu}, torch {torch.__version__}, {args.reps} samples a case; medians. "
+    (out / f"{args.suite}.json").write_text(json.dumps({"meta": meta, "rows": [asdict(r) for r in rows]}, indent=1))
+    title = {"stats": "Statistics suite", "logic": "Logic and extrema suite"}[args.suite]
+    header = (f"# {title}: {gpu}, torch {torch.__version__}, {args.reps} samples a case; medians. "
               "vs best peer: the faster of torch eager and torch.compile over torch_reduce; vs probe: "
               "torch_reduce's time over the read probe's for the same bytes.")
-    (out / "stats.md").write_text(markdown(rows, header))
+    (out / f"{args.suite}.md").write_text(markdown(rows, header))
     print(markdown(rows, header))
     return 0
 

@@ -22,6 +22,10 @@
 #include <ATen/ops/logsumexp_compositeexplicitautograd_dispatch.h>
 #include <ATen/ops/prod_cpu_dispatch.h>
 #include <ATen/ops/linalg_vector_norm_cpu_dispatch.h>
+#include <ATen/ops/any_cpu_dispatch.h>
+#include <ATen/ops/all_cpu_dispatch.h>
+#include <ATen/ops/count_nonzero_cpu_dispatch.h>
+#include <ATen/ops/aminmax_cpu_dispatch.h>
 #include <c10/util/Exception.h>
 #include <torch/library.h>
 
@@ -37,6 +41,10 @@
 #include <ATen/ops/nansum_cuda_dispatch.h>
 #include <ATen/ops/prod_cuda_dispatch.h>
 #include <ATen/ops/linalg_vector_norm_cuda_dispatch.h>
+#include <ATen/ops/any_cuda_dispatch.h>
+#include <ATen/ops/all_cuda_dispatch.h>
+#include <ATen/ops/count_nonzero_cuda_dispatch.h>
+#include <ATen/ops/aminmax_cuda_dispatch.h>
 #endif
 
 #include <atomic>
@@ -119,6 +127,23 @@ struct TorchKernels {
   at::Tensor& (*prod_out)(at::Tensor&, const at::Tensor&, int64_t, bool, DtypeArg);
   at::Tensor (*vector_norm)(const at::Tensor&, const at::Scalar&, Dims, bool, DtypeArg);
   at::Tensor& (*vector_norm_out)(at::Tensor&, const at::Tensor&, const at::Scalar&, Dims, bool, DtypeArg);
+  // any and all: every dim, one dim, a list of dims; and their out= forms.
+  at::Tensor (*any)(const at::Tensor&);
+  at::Tensor (*any_dim)(const at::Tensor&, int64_t, bool);
+  at::Tensor (*any_dims)(const at::Tensor&, Dims, bool);
+  at::Tensor (*all)(const at::Tensor&);
+  at::Tensor (*all_dim)(const at::Tensor&, int64_t, bool);
+  at::Tensor (*all_dims)(const at::Tensor&, Dims, bool);
+  at::Tensor& (*any_out)(at::Tensor&, const at::Tensor&);
+  at::Tensor& (*any_dim_out)(at::Tensor&, const at::Tensor&, int64_t, bool);
+  at::Tensor& (*any_dims_out)(at::Tensor&, const at::Tensor&, Dims, bool);
+  at::Tensor& (*all_out)(at::Tensor&, const at::Tensor&);
+  at::Tensor& (*all_dim_out)(at::Tensor&, const at::Tensor&, int64_t, bool);
+  at::Tensor& (*all_dims_out)(at::Tensor&, const at::Tensor&, Dims, bool);
+  at::Tensor (*count_nonzero)(const at::Tensor&, at::IntArrayRef);
+  std::tuple<at::Tensor, at::Tensor> (*aminmax)(const at::Tensor&, std::optional<int64_t>, bool);
+  std::tuple<at::Tensor&, at::Tensor&> (*aminmax_out)(at::Tensor&, at::Tensor&, const at::Tensor&,
+                                                       std::optional<int64_t>, bool);
 };
 // One device's table, from its namespace of direct calls (at::cpu, at::cuda).
 #define TREDUCE_TORCH_KERNELS(NS)                                                                    \
@@ -126,7 +151,9 @@ struct TorchKernels {
     &NS::sum, &NS::mean, &NS::amax, &NS::amin, &NS::sum_out, &NS::mean_out, &NS::amax_out,          \
         &NS::amin_out, &NS::var, &NS::std, &NS::var_mean, &NS::std_mean, &NS::var_out, &NS::std_out,  \
         &NS::nansum, &NS::nansum_out, &at::compositeexplicitautograd::logsumexp, &NS::prod, &NS::prod,  \
-        &NS::prod_out, &NS::linalg_vector_norm, &NS::linalg_vector_norm_out                           \
+        &NS::prod_out, &NS::linalg_vector_norm, &NS::linalg_vector_norm_out, &NS::any, &NS::any,      \
+        &NS::any, &NS::all, &NS::all, &NS::all, &NS::any_out, &NS::any_out, &NS::any_out, &NS::all_out, \
+        &NS::all_out, &NS::all_out, &NS::count_nonzero, &NS::aminmax, &NS::aminmax_out                  \
   }
 
 struct Cpu {
@@ -243,6 +270,69 @@ struct AtenKernels {
     count_out_arg(ReduceOp::Norm);
     return T::torch().vector_norm_out(out, self, ord, dim, keepdim, dtype);
   }
+  // any and all: aten's three overloads (every dim, one dim, a list) into our one.
+  static at::Tensor any(const at::Tensor& self) {
+    if (take(ReduceOp::Any, self, std::nullopt)) return T::ours().any(self, std::nullopt, false);
+    return T::torch().any(self);
+  }
+  static at::Tensor any_dim(const at::Tensor& self, int64_t dim, bool keepdim) {
+    if (take(ReduceOp::Any, self, std::nullopt)) return T::ours().any(self, at::IntArrayRef(dim), keepdim);
+    return T::torch().any_dim(self, dim, keepdim);
+  }
+  static at::Tensor any_dims(const at::Tensor& self, Dims dim, bool keepdim) {
+    if (take(ReduceOp::Any, self, std::nullopt)) return T::ours().any(self, dim, keepdim);
+    return T::torch().any_dims(self, dim, keepdim);
+  }
+  static at::Tensor all(const at::Tensor& self) {
+    if (take(ReduceOp::All, self, std::nullopt)) return T::ours().all(self, std::nullopt, false);
+    return T::torch().all(self);
+  }
+  static at::Tensor all_dim(const at::Tensor& self, int64_t dim, bool keepdim) {
+    if (take(ReduceOp::All, self, std::nullopt)) return T::ours().all(self, at::IntArrayRef(dim), keepdim);
+    return T::torch().all_dim(self, dim, keepdim);
+  }
+  static at::Tensor all_dims(const at::Tensor& self, Dims dim, bool keepdim) {
+    if (take(ReduceOp::All, self, std::nullopt)) return T::ours().all(self, dim, keepdim);
+    return T::torch().all_dims(self, dim, keepdim);
+  }
+  static at::Tensor& any_out(const at::Tensor& self, at::Tensor& out) {
+    count_out_arg(ReduceOp::Any);
+    return T::torch().any_out(out, self);
+  }
+  static at::Tensor& any_dim_out(const at::Tensor& self, int64_t dim, bool keepdim, at::Tensor& out) {
+    count_out_arg(ReduceOp::Any);
+    return T::torch().any_dim_out(out, self, dim, keepdim);
+  }
+  static at::Tensor& any_dims_out(const at::Tensor& self, Dims dim, bool keepdim, at::Tensor& out) {
+    count_out_arg(ReduceOp::Any);
+    return T::torch().any_dims_out(out, self, dim, keepdim);
+  }
+  static at::Tensor& all_out(const at::Tensor& self, at::Tensor& out) {
+    count_out_arg(ReduceOp::All);
+    return T::torch().all_out(out, self);
+  }
+  static at::Tensor& all_dim_out(const at::Tensor& self, int64_t dim, bool keepdim, at::Tensor& out) {
+    count_out_arg(ReduceOp::All);
+    return T::torch().all_dim_out(out, self, dim, keepdim);
+  }
+  static at::Tensor& all_dims_out(const at::Tensor& self, Dims dim, bool keepdim, at::Tensor& out) {
+    count_out_arg(ReduceOp::All);
+    return T::torch().all_dims_out(out, self, dim, keepdim);
+  }
+  // count_nonzero(x, dim=None) is torch's composite over this one.
+  static at::Tensor count_nonzero(const at::Tensor& self, at::IntArrayRef dim) {
+    if (take(ReduceOp::CountNonzero, self, std::nullopt)) return T::ours().count_nonzero(self, dim);
+    return T::torch().count_nonzero(self, dim);
+  }
+  static std::tuple<at::Tensor, at::Tensor> aminmax(const at::Tensor& self, std::optional<int64_t> dim, bool keepdim) {
+    if (take(ReduceOp::AMinMax, self, std::nullopt)) return T::ours().aminmax(self, dim, keepdim);
+    return T::torch().aminmax(self, dim, keepdim);
+  }
+  static std::tuple<at::Tensor&, at::Tensor&> aminmax_out(const at::Tensor& self, std::optional<int64_t> dim,
+                                                          bool keepdim, at::Tensor& min, at::Tensor& max) {
+    count_out_arg(ReduceOp::AMinMax);
+    return T::torch().aminmax_out(min, max, self, dim, keepdim);
+  }
   // out=: torch's kernel, counted (writing into a caller's tensor, with its resizing and dtype
   // rules, is not what the ops do).
   static at::Tensor& sum_out(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
@@ -290,6 +380,21 @@ struct AtenKernels {
     m->impl("prod.int_out", &prod_out);
     m->impl("linalg_vector_norm", &vector_norm);
     m->impl("linalg_vector_norm.out", &vector_norm_out);
+    m->impl("any", &any);
+    m->impl("any.dim", &any_dim);
+    m->impl("any.dims", &any_dims);
+    m->impl("any.all_out", &any_out);
+    m->impl("any.out", &any_dim_out);
+    m->impl("any.dims_out", &any_dims_out);
+    m->impl("all", &all);
+    m->impl("all.dim", &all_dim);
+    m->impl("all.dims", &all_dims);
+    m->impl("all.all_out", &all_out);
+    m->impl("all.out", &all_dim_out);
+    m->impl("all.dims_out", &all_dims_out);
+    m->impl("count_nonzero.dim_IntList", &count_nonzero);
+    m->impl("aminmax", &aminmax);
+    m->impl("aminmax.out", &aminmax_out);
     return m;
   }
 };

@@ -428,10 +428,56 @@ at::Tensor amin_autograd(const at::Tensor& self, c10::string_view variant, at::O
   return MinMaxFunction::apply(self, false, variant, dim, keepdim);
 }
 
+// any, all and count_nonzero: results of bool and integer dtypes, never differentiable; the
+// kernel below is called directly (the dispatcher's boxed fallback would cost every call).
+template <ReduceOp kOp>
+at::Tensor logic_autograd(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim) {
+  static const auto any_op = redispatch<LogicSignature>("treduce::any");
+  static const auto all_op = redispatch<LogicSignature>("treduce::all");
+  at::AutoDispatchBelowADInplaceOrView below_autograd;
+  return (kOp == ReduceOp::Any ? any_op : all_op).call(self, dim, keepdim);
+}
+
+at::Tensor count_nonzero_autograd(const at::Tensor& self, at::OptionalIntArrayRef dim) {
+  static const auto op = redispatch<CountSignature>("treduce::count_nonzero");
+  at::AutoDispatchBelowADInplaceOrView below_autograd;
+  return op.call(self, dim);
+}
+
+std::tuple<at::Tensor, at::Tensor> aminmax_below(const at::Tensor& self, std::optional<int64_t> dim, bool keepdim) {
+  static const auto op = redispatch<AMinMaxSignature>("treduce::aminmax");
+  at::AutoDispatchBelowADInplaceOrView below_autograd;
+  return op.call(self, dim, keepdim);
+}
+
+// aminmax has no gradient in torch (its backward raises); neither has ours, and a graph through
+// it raises as torch's does instead of silently losing the gradient.
+class AMinMaxFunction : public torch::autograd::Function<AMinMaxFunction> {
+ public:
+  static variable_list forward(AutogradContext*, const at::Tensor& self, std::optional<int64_t> dim, bool keepdim) {
+    const auto [lo, hi] = aminmax_below(self, dim, keepdim);
+    return {lo, hi};
+  }
+  static variable_list backward(AutogradContext*, variable_list) {
+    TORCH_CHECK(false, "derivative for treduce::aminmax is not implemented (nor is torch's for aten::aminmax)");
+    return {};
+  }
+};
+
+std::tuple<at::Tensor, at::Tensor> aminmax_autograd(const at::Tensor& self, std::optional<int64_t> dim, bool keepdim) {
+  if (!records_grad(self)) return aminmax_below(self, dim, keepdim);
+  const variable_list out = AMinMaxFunction::apply(self, dim, keepdim);
+  return {out[0], out[1]};
+}
+
 }  // namespace
 }  // namespace treduce
 
 TORCH_LIBRARY_IMPL(treduce, Autograd, m) {
+  m.impl("any", &treduce::logic_autograd<treduce::ReduceOp::Any>);
+  m.impl("all", &treduce::logic_autograd<treduce::ReduceOp::All>);
+  m.impl("count_nonzero", &treduce::count_nonzero_autograd);
+  m.impl("aminmax", &treduce::aminmax_autograd);
   m.impl("sum", &treduce::sum_autograd);
   m.impl("mean", &treduce::mean_autograd);
   m.impl("amax", &treduce::amax_autograd);

@@ -10,11 +10,15 @@
 namespace treduce {
 
 // The ops, as the host code tells them apart (names, type rules, counts). Var, Std, VarMean and
-// StdMean run one operator (VarOp), which differs only in what it stores.
+// StdMean run one operator (VarOp), which differs only in what it stores; Any, All and
+// CountNonzero run the sum of x != 0 (reduce_ops.h's Logic).
 enum class ReduceOp : int8_t {
   Sum, Mean, Max, Min, Var, Std, VarMean, StdMean, NanSum, NanMean, LogSumExp, Prod, Norm,
+  Any, All, CountNonzero, AMinMax,
 };
-inline constexpr int kNumReduceOps = 13;
+inline constexpr int kNumReduceOps = 17;
+
+constexpr bool is_logic(ReduceOp op) { return op >= ReduceOp::Any && op <= ReduceOp::CountNonzero; }
 
 constexpr bool is_var_family(ReduceOp op) { return op >= ReduceOp::Var && op <= ReduceOp::StdMean; }
 

@@ -66,6 +66,14 @@ Prepared prepare_prod(const at::Tensor& self, std::optional<int64_t> dim, bool k
 Prepared prepare_norm(const at::Tensor& self, const at::Scalar& ord, at::OptionalIntArrayRef dim, bool keepdim,
                       std::optional<at::ScalarType> dtype);
 
+// any, all and count_nonzero: sums of x != 0 in int64 (p.types.mid is bool), stored as truth
+// values for any and all (p.project.logic); torch's result dtypes. any and all over an empty
+// list of dims are x != 0 (p.done).
+Prepared prepare_logic(ReduceOp op, const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim);
+
+// aminmax: torch's errors for empty inputs; the minimum into p.out, the maximum into p.out2.
+Prepared prepare_aminmax(const at::Tensor& self, std::optional<int64_t> dim, bool keepdim);
+
 // variant="exact" (exact.h): whether it sums exactly (a floating input and result; otherwise
 // auto's sum, exact already, is the answer), and the prepared sum of the elements converted to
 // the result's dtype first, as torch.sum converts them (p.types.in is that dtype).
@@ -89,7 +97,7 @@ DType dtype_of_scalar(at::ScalarType t);
 
 const char* op_name(ReduceOp op);
 
-// One device's kernels of the four ops, as TORCH_LIBRARY_IMPL registers them: for callers that
+// One device's kernels of the ops, as TORCH_LIBRARY_IMPL registers them: for callers that
 // are already below the dispatcher's autograd and device keys (the aten override).
 using SumKernel = at::Tensor (*)(const at::Tensor&, c10::string_view, at::OptionalIntArrayRef, bool,
                                  std::optional<at::ScalarType>);
@@ -103,6 +111,9 @@ using LogSumExpKernel = at::Tensor (*)(const at::Tensor&, at::IntArrayRef, bool)
 using ProdKernel = at::Tensor (*)(const at::Tensor&, std::optional<int64_t>, bool, std::optional<at::ScalarType>);
 using NormKernel = at::Tensor (*)(const at::Tensor&, const at::Scalar&, at::OptionalIntArrayRef, bool,
                                   std::optional<at::ScalarType>);
+using LogicKernel = at::Tensor (*)(const at::Tensor&, at::OptionalIntArrayRef, bool);
+using CountKernel = at::Tensor (*)(const at::Tensor&, at::OptionalIntArrayRef);
+using AMinMaxKernel = std::tuple<at::Tensor, at::Tensor> (*)(const at::Tensor&, std::optional<int64_t>, bool);
 struct DeviceKernels {
   SumKernel sum, mean;
   ExtremumKernel amax, amin;
@@ -112,6 +123,9 @@ struct DeviceKernels {
   LogSumExpKernel logsumexp;
   ProdKernel prod;
   NormKernel vector_norm;
+  LogicKernel any, all;
+  CountKernel count_nonzero;
+  AMinMaxKernel aminmax;
 };
 DeviceKernels cpu_kernels();
 DeviceKernels cuda_kernels();  // only in a build with CUDA

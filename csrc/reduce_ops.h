@@ -23,11 +23,16 @@
 
 namespace treduce {
 
+// any and all are counts of the non-zero elements (each entered as x != 0), stored as truth
+// values: any where the count is not 0, all where it is the element count.
+enum class Logic : int8_t { None, Any, All };
+
 // What a projection reads besides the accumulator; the same for every result of a call.
 struct ProjectArgs {
   int64_t count = 0;  // elements reduced into each result; mean divides by it (0: no division)
   double scalar = 0;  // var/std: the correction; vector_norm: the order
   bool root = false;  // std: the square root of the variance
+  Logic logic = Logic::None;  // integer sums only
 };
 
 // The value stored for a sum-like accumulator: divided by the element count for mean.
@@ -55,6 +60,13 @@ struct SumOp : ScalarOp<A> {
   TREDUCE_HOST_DEVICE static A identity() { return A(0); }
   TREDUCE_HOST_DEVICE static A combine(A a, A b) { return a + b; }
   TREDUCE_HOST_DEVICE static A reduce(A a, A v) { return a + v; }
+  TREDUCE_HOST_DEVICE static A project(A v, const ProjectArgs& a) {
+    if constexpr (std::is_integral_v<A>) {
+      if (a.logic == Logic::Any) return A(v != 0);
+      if (a.logic == Logic::All) return A(v == a.count);
+    }
+    return finalize(v, a.count);
+  }
 };
 
 // NaN wins, as in torch.amax / torch.amin: a comparison with NaN is false, so `b` is taken
@@ -75,6 +87,30 @@ struct ExtremumOp : ScalarOp<A> {
 };
 template <class A> using MaxOp = ExtremumOp<A, true>;
 template <class A> using MinOp = ExtremumOp<A, false>;
+
+// aminmax: both extrema in one read (NaN wins both); the minimum is the first result.
+template <class A>
+struct MinMax {
+  A min, max;
+};
+
+template <class A>
+struct MinMaxOp {
+  using value_t = A;
+  using acc_t = MinMax<A>;
+  static constexpr int kOutputs = 2;
+  static constexpr bool kPlain = false;
+  TREDUCE_HOST_DEVICE static acc_t identity() { return {MinOp<A>::identity(), MaxOp<A>::identity()}; }
+  TREDUCE_HOST_DEVICE static acc_t enter(A v) { return {v, v}; }
+  TREDUCE_HOST_DEVICE static acc_t combine(const acc_t& a, const acc_t& b) {
+    return {MinOp<A>::combine(a.min, b.min), MaxOp<A>::combine(a.max, b.max)};
+  }
+  TREDUCE_HOST_DEVICE static acc_t reduce(const acc_t& a, A v) {
+    return {MinOp<A>::combine(a.min, v), MaxOp<A>::combine(a.max, v)};
+  }
+  TREDUCE_HOST_DEVICE static A project(const acc_t& a, const ProjectArgs&) { return a.min; }
+  TREDUCE_HOST_DEVICE static A project2(const acc_t& a, const ProjectArgs&) { return a.max; }
+};
 
 template <class Op>
 inline constexpr bool is_sum_op = std::is_same_v<Op, SumOp<typename Op::acc_t>>;

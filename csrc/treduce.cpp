@@ -73,7 +73,8 @@ std::vector<std::string> variants_op(c10::string_view device) {
 const char* op_name(ReduceOp op) {
   constexpr const char* kNames[kNumReduceOps] = {"sum", "mean",     "amax",    "amin",   "var",      "std",
                                                  "var_mean", "std_mean", "nansum", "nanmean", "logsumexp",
-                                                 "prod", "vector_norm"};
+                                                 "prod", "vector_norm", "any", "all", "count_nonzero",
+                                                 "aminmax"};
   return kNames[static_cast<int>(op)];
 }
 
@@ -231,7 +232,9 @@ void plan_layout(Prepared& p, const at::Tensor& self, at::OptionalIntArrayRef di
 
   const at::TensorOptions options = self.options().dtype(to_scalar_type(p.types.out));
   p.out = at::empty(shape, options);
-  if (p.op == ReduceOp::VarMean || p.op == ReduceOp::StdMean) p.out2 = at::empty(shape, options);
+  if (p.op == ReduceOp::VarMean || p.op == ReduceOp::StdMean || p.op == ReduceOp::AMinMax) {
+    p.out2 = at::empty(shape, options);
+  }
   if (p.out.numel() == 0) {
     p.done = true;
     return;
@@ -242,7 +245,7 @@ void plan_layout(Prepared& p, const at::Tensor& self, at::OptionalIntArrayRef di
       if (p.out2.defined()) p.out2.fill_(std::numeric_limits<double>::quiet_NaN());
     } else if (p.op == ReduceOp::LogSumExp) {
       p.out.fill_(-std::numeric_limits<double>::infinity());
-    } else if (p.op == ReduceOp::Prod) {
+    } else if (p.op == ReduceOp::Prod || p.op == ReduceOp::All) {
       p.out.fill_(1);
     } else {
       p.out.zero_();
@@ -441,6 +444,50 @@ Prepared prepare_norm(const at::Tensor& self, const at::Scalar& ord, at::Optiona
   return p;
 }
 
+Prepared prepare_logic(ReduceOp op, const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim) {
+  check_device(op, self);
+  const DType in = to_dtype(op, self.scalar_type(), "input dtype");
+  Prepared p;
+  p.op = op;
+  // torch's result dtypes: count_nonzero int64; any and all bool, uint8 for uint8 input.
+  const DType out = op == ReduceOp::CountNonzero ? DType::Int64 : in == DType::UInt8 ? DType::UInt8 : DType::Bool;
+  p.types = {in, DType::Bool, DType::Int64, out};
+  p.variant = lookup_variant(op, self.device().type(), "auto");
+  if (op != ReduceOp::CountNonzero && dim && dim->empty()) {
+    // torch's any and all over an empty list of dims reduce nothing: x != 0, element by element.
+    (void)reduced_dims(self.dim(), dim);
+    p.out = self.ne(0).to(to_scalar_type(out)).contiguous();
+    p.done = true;
+    return p;
+  }
+  plan_layout(p, self, dim, keepdim);
+  if (op == ReduceOp::Any) p.project.logic = Logic::Any;
+  if (op == ReduceOp::All) {
+    p.project.logic = Logic::All;
+    p.project.count = p.layout.reduced;
+  }
+  return p;
+}
+
+Prepared prepare_aminmax(const at::Tensor& self, std::optional<int64_t> dim, bool keepdim) {
+  constexpr ReduceOp op = ReduceOp::AMinMax;
+  check_device(op, self);
+  const DType in = to_dtype(op, self.scalar_type(), "input dtype");
+  const std::vector<int64_t> dims = dim ? std::vector<int64_t>{*dim} : std::vector<int64_t>{};
+  if (self.numel() == 0) {  // torch's errors: no identity
+    TORCH_CHECK(dim, "aminmax(): cannot compute aminmax over an empty dimension as the operation has no identity.");
+    const int64_t w = c10::maybe_wrap_dim(*dim, self.dim());
+    TORCH_CHECK_INDEX(self.dim() == 0 || self.size(w) != 0,
+                      "aminmax: Expected reduction dim " + std::to_string(w) + " to have non-zero size.");
+  }
+  Prepared p;
+  p.op = op;
+  p.types = {in, in, minmax_acc_dtype(in), in};
+  p.variant = lookup_variant(op, self.device().type(), "auto");
+  plan_layout(p, self, dim ? at::OptionalIntArrayRef(dims) : std::nullopt, keepdim);
+  return p;
+}
+
 bool exact_applies(const at::Tensor& self, std::optional<at::ScalarType> dtype) {
   return at::isFloatingType(self.scalar_type()) && at::isFloatingType(dtype ? *dtype : self.scalar_type());
 }
@@ -579,6 +626,26 @@ at::Tensor vector_norm(const at::Tensor& x, const at::Scalar& ord, at::OptionalI
   return op.call(x, ord, dim, keepdim, dtype);
 }
 
+at::Tensor any(const at::Tensor& x, at::OptionalIntArrayRef dim, bool keepdim) {
+  static const auto op = op_handle<LogicSignature>("treduce::any");
+  return op.call(x, dim, keepdim);
+}
+
+at::Tensor all(const at::Tensor& x, at::OptionalIntArrayRef dim, bool keepdim) {
+  static const auto op = op_handle<LogicSignature>("treduce::all");
+  return op.call(x, dim, keepdim);
+}
+
+at::Tensor count_nonzero(const at::Tensor& x, at::OptionalIntArrayRef dim) {
+  static const auto op = op_handle<CountSignature>("treduce::count_nonzero");
+  return op.call(x, dim);
+}
+
+std::tuple<at::Tensor, at::Tensor> aminmax(const at::Tensor& x, std::optional<int64_t> dim, bool keepdim) {
+  static const auto op = op_handle<AMinMaxSignature>("treduce::aminmax");
+  return op.call(x, dim, keepdim);
+}
+
 #ifndef TREDUCE_WITH_CUDA
 VariantTable cuda_variants() { return {nullptr, 0}; }
 #endif
@@ -607,6 +674,12 @@ TORCH_LIBRARY(treduce, m) {
   m.def("prod(Tensor self, int? dim=None, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor");
   m.def("vector_norm(Tensor self, Scalar ord=2, int[1]? dim=None, bool keepdim=False, *, ScalarType? dtype=None) "
         "-> Tensor");
+  // The logic and counting reductions: torch's any.dims, all.dims (an empty list of dims reduces
+  // nothing, as torch's), count_nonzero (its int and list overloads in one) and aminmax.
+  m.def("any(Tensor self, int[1]? dim=None, bool keepdim=False) -> Tensor");
+  m.def("all(Tensor self, int[1]? dim=None, bool keepdim=False) -> Tensor");
+  m.def("count_nonzero(Tensor self, int[1]? dim=None) -> Tensor");
+  m.def("aminmax(Tensor self, *, int? dim=None, bool keepdim=False) -> (Tensor min, Tensor max)");
   // The exact sum's state (exact.h), for sums whose partial states are added elsewhere (across
   // processes, by an integer all-reduce): the reduced shape plus a dim of int64 words. Rounded
   // once by _exact_round into the result dtype, it is sum(variant="exact").

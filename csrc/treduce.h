@@ -28,6 +28,10 @@ using NormSignature = at::Tensor(const at::Tensor&, const at::Scalar&, at::Optio
                                  std::optional<at::ScalarType>);
 using VarMeanSignature = std::tuple<at::Tensor, at::Tensor>(const at::Tensor&, at::OptionalIntArrayRef,
                                                             const std::optional<at::Scalar>&, bool);
+// any and all (aten's any.dims), count_nonzero, aminmax (aten's).
+using LogicSignature = at::Tensor(const at::Tensor&, at::OptionalIntArrayRef, bool);
+using CountSignature = at::Tensor(const at::Tensor&, at::OptionalIntArrayRef);
+using AMinMaxSignature = std::tuple<at::Tensor, at::Tensor>(const at::Tensor&, std::optional<int64_t>, bool);
 
 // torch.sum(x, dim, keepdim, dtype=dtype), computed by the named variant on x's device (see
 // torch_reduce.variants() or the README). dim: nullopt or {} reduces every dim; variants other
@@ -68,5 +72,13 @@ at::Tensor prod(const at::Tensor& x, std::optional<int64_t> dim = std::nullopt, 
                 std::optional<at::ScalarType> dtype = std::nullopt);
 at::Tensor vector_norm(const at::Tensor& x, const at::Scalar& ord = 2, at::OptionalIntArrayRef dim = std::nullopt,
                        bool keepdim = false, std::optional<at::ScalarType> dtype = std::nullopt);
+
+// torch.any and torch.all (bool results, uint8 for uint8 input; dim {} reduces nothing, as
+// torch's), torch.count_nonzero (dim nullopt or {}: every dim) and torch.aminmax, by "auto".
+at::Tensor any(const at::Tensor& x, at::OptionalIntArrayRef dim = std::nullopt, bool keepdim = false);
+at::Tensor all(const at::Tensor& x, at::OptionalIntArrayRef dim = std::nullopt, bool keepdim = false);
+at::Tensor count_nonzero(const at::Tensor& x, at::OptionalIntArrayRef dim = std::nullopt);
+std::tuple<at::Tensor, at::Tensor> aminmax(const at::Tensor& x, std::optional<int64_t> dim = std::nullopt,
+                                           bool keepdim = false);
 
 }  // namespace treduce

@@ -223,3 +223,24 @@ def test_eager_suite_writes_every_case(tmp_path, capsys):
     rows = json.loads((tmp_path / "eager.json").read_text())["rows"]
     assert len(rows) == 3 * len(list(eager.cases(True)))
     assert all(r["eager_us"] > 0 and r["host_us"] > 0 and r["kernel_us"] > 0 for r in rows)
+
+
+@pytest.mark.parametrize("suite", ["stats", "logic"])
+def test_stats_suites_check_on_the_cpu(suite):
+    """Every case of stats.py's suites, on a small CPU input of its dtype and rank: torch_reduce's
+    call passes the check the GPU run makes (exact for the logic suite), and a wrong result fails it."""
+    import stats  # noqa: E402
+
+    cases = stats.cases(suite)
+    assert cases
+    for case in cases:
+        shape = tuple(min(s, 37) for s in case.shape)
+        x = torch.randn(shape)
+        if not case.dtype.is_floating_point:
+            x = (x * 50).masked_fill(x.abs() < 0.125, 0)
+        x = x.to(case.dtype)
+        want = tuple(w.double() for w in stats._as_tuple(case.torch_fn(x.double())))
+        stats._check(case.label, case.ours_fn(x), want, case.rtol)
+        wrong = tuple(w + 1 for w in want)
+        with pytest.raises(AssertionError):
+            stats._check(case.label, case.ours_fn(x), wrong, case.rtol)

@@ -35,6 +35,10 @@ _NANMEAN = torch.ops.treduce.nanmean.default
 _LOGSUMEXP = torch.ops.treduce.logsumexp.default
 _PROD = torch.ops.treduce.prod.default
 _VECTOR_NORM = torch.ops.treduce.vector_norm.default
+_ANY = torch.ops.treduce.any.default
+_ALL = torch.ops.treduce.all.default
+_COUNT_NONZERO = torch.ops.treduce.count_nonzero.default
+_AMINMAX = torch.ops.treduce.aminmax.default
 
 
 class Variant(NamedTuple):
@@ -204,6 +208,42 @@ def vector_norm(x: torch.Tensor, ord: float = 2, dim: Dims = None, keepdim: bool
     return _call(_VECTOR_NORM, x, ord, dim, keepdim, dtype, default=2)
 
 
+def _logic_call(op, x, dim, keepdim):
+    if keepdim:
+        return op(x, _dim_list(dim), keepdim)
+    return op(x) if dim is None else op(x, _dim_list(dim))
+
+
+def any(x: torch.Tensor, dim: Dims = None, keepdim: bool = False) -> torch.Tensor:
+    """``torch.any``: whether any element is non-zero (NaN is), bool (uint8 for uint8 input);
+    ``dim=None`` reduces every dim and ``dim=()`` none, as torch."""
+    return _logic_call(_ANY, x, dim, keepdim)
+
+
+def all(x: torch.Tensor, dim: Dims = None, keepdim: bool = False) -> torch.Tensor:
+    """``torch.all``: whether every element is non-zero, bool (uint8 for uint8 input); ``dim=None``
+    reduces every dim and ``dim=()`` none, as torch."""
+    return _logic_call(_ALL, x, dim, keepdim)
+
+
+def count_nonzero(x: torch.Tensor, dim: Dims = None) -> torch.Tensor:
+    """``torch.count_nonzero``: the int64 count of non-zero elements over ``dim`` (an int or a
+    tuple; ``None`` or ``()``: every dim)."""
+    return _COUNT_NONZERO(x) if dim is None else _COUNT_NONZERO(x, _dim_list(dim))
+
+
+def aminmax(x: torch.Tensor, *, dim: int | None = None, keepdim: bool = False):
+    """``torch.aminmax``: ``(min, max)`` from one read, NaN propagating, as
+    ``torch.return_types.aminmax``."""
+    if dim is not None and type(dim) is not int:  # as torch's argument parser
+        raise TypeError(f"aminmax(): argument 'dim' must be int, not {type(dim).__name__}")
+    if keepdim:
+        lo, hi = _AMINMAX(x, dim=dim, keepdim=keepdim)
+    else:
+        lo, hi = _AMINMAX(x) if dim is None else _AMINMAX(x, dim=dim)
+    return torch.return_types.aminmax((lo, hi))
+
+
 def variants(device: str | torch.device = "cuda") -> list[Variant]:
     """The variants that tensors on ``device`` ('cpu' or 'cuda') can use, in ladder order.
 
@@ -287,6 +327,26 @@ def _prod_fake(x, dim=None, keepdim=False, *, dtype=None):
 @torch.library.register_fake("treduce::vector_norm")
 def _vector_norm_fake(x, ord=2, dim=None, keepdim=False, *, dtype=None):
     return x.new_empty(_reduced_shape(x, dim, keepdim), dtype=dtype or x.dtype)
+
+
+def _logic_fake(x, dim=None, keepdim=False):
+    shape = list(x.shape) if dim is not None and len(dim) == 0 else _reduced_shape(x, dim, keepdim)
+    return x.new_empty(shape, dtype=torch.uint8 if x.dtype == torch.uint8 else torch.bool)
+
+
+for _name in ("any", "all"):
+    torch.library.register_fake(f"treduce::{_name}")(_logic_fake)
+
+
+@torch.library.register_fake("treduce::count_nonzero")
+def _count_nonzero_fake(x, dim=None):
+    return x.new_empty(_reduced_shape(x, dim, False), dtype=torch.int64)
+
+
+@torch.library.register_fake("treduce::aminmax")
+def _aminmax_fake(x, *, dim=None, keepdim=False):
+    shape = _reduced_shape(x, None if dim is None else [dim], keepdim)
+    return x.new_empty(shape), x.new_empty(shape)
 
 
 @torch.library.register_fake("treduce::_exact_state")

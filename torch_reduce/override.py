@@ -7,12 +7,14 @@
 
 Two modes. Counts: ov.routed and ov.fallback count calls by function ("sum", "mean", "amax",
 "amin", "var", "std", "var_mean", "std_mean", "nansum", "nanmean", "logsumexp", "prod",
-"vector_norm", torch.norm's calls included), ov.fallback_reasons by reason.
+"vector_norm", torch.norm's calls included, "any", "all", "count_nonzero", "aminmax"),
+ov.fallback_reasons by reason.
 
 mode="dispatcher" (the default): while a block is open, torch_reduce's kernels are aten's CPU and
 CUDA kernels of sum, sum.dim_IntList, mean, mean.dim, amax, amin, the correction overloads of
-var, std, var_mean and std_mean, nansum, nanmean, logsumexp, prod, prod.dim_int and
-linalg_vector_norm (csrc/aten_override.cpp; torch.var(x, unbiased), torch.norm's vector norms
+var, std, var_mean and std_mean, nansum, nanmean, logsumexp, prod, prod.dim_int,
+linalg_vector_norm, any and all (every dim, .dim, .dims), count_nonzero.dim_IntList and aminmax
+(csrc/aten_override.cpp; torch.var(x, unbiased), torch.norm's vector norms, count_nonzero(x, dim)
 and the other overloads are torch's composites over these).
 Every caller reaches them, C++ callers included (autograd's reductions, at::sum in other
 extensions), with no Python on the way, so the rest of the model runs at its usual speed. They
@@ -30,7 +32,8 @@ them (only an aten call that inductor leaves to eager code reaches torch_reduce)
 mode="python": a TorchFunctionMode. torch.sum, torch.mean, torch.amax, torch.amin, torch.var,
 torch.std, torch.var_mean, torch.std_mean, torch.nansum, torch.nanmean, torch.logsumexp,
 torch.prod, torch.linalg.vector_norm, torch.norm's vector norms (p a number or "fro" over at
-most two dims) and the Tensor methods of the same names go to the
+most two dims), torch.any, torch.all, torch.count_nonzero, torch.aminmax and the Tensor methods
+of the same names go to the
 torch_reduce functions of the same names ("auto"), with the same arguments; every torch call passes through one Python function, which costs eager
 code a few microseconds a call, and calls made inside torch (C++) are not seen. A call the ops do
 not take (out=, named dims or tensors, a dtype outside SUPPORTED_DTYPES, a device other than
@@ -72,6 +75,10 @@ _ROUTES = {
     torch.prod: "prod", torch.Tensor.prod: "prod",
     torch.linalg.vector_norm: "vector_norm",
     torch.norm: "norm", torch.Tensor.norm: "norm",  # its vector cases, as vector_norm
+    torch.any: "any", torch.Tensor.any: "any",
+    torch.all: "all", torch.Tensor.all: "all",
+    torch.count_nonzero: "count_nonzero", torch.Tensor.count_nonzero: "count_nonzero",
+    torch.aminmax: "aminmax", torch.Tensor.aminmax: "aminmax",
 }
 # Each wrapper's positional parameters (as torch's function has them) and its keyword-only ones;
 # both go to the wrapper by name.
@@ -83,6 +90,7 @@ _SIGNATURES = {
     "nansum": (_REDUCE[0], ("dtype",)), "nanmean": (_REDUCE[0], ("dtype",)), "logsumexp": _REDUCE,
     "prod": (_REDUCE[0], ("dtype",)), "vector_norm": (("input", "ord", "dim", "keepdim"), ("dtype",)),
     "norm": (("input", "p", "dim", "keepdim", "out", "dtype"), ()),
+    "any": _REDUCE, "all": _REDUCE, "count_nonzero": (("input", "dim"), ()), "aminmax": (("input",), ("dim", "keepdim")),
 }
 # Autocast may run these in float32 (CUDA's does for aten::sum); a custom op gets no such cast.
 _AUTOCAST_FP32 = frozenset({"sum", "logsumexp", "prod", "vector_norm", "norm"})
@@ -137,6 +145,8 @@ def _parse(name: str, args: tuple, kwargs: dict):
         return "arguments"  # dim is required
     if name == "prod" and (isinstance(dim, (list, tuple)) or ("keepdim" in call and dim is None)):
         return "arguments"  # one dim only; torch.prod(x, keepdim=True) is a TypeError
+    if name == "aminmax" and isinstance(dim, (list, tuple)):
+        return "arguments"  # one dim only
     if name == "norm":  # torch.norm: its vector norms are torch.linalg.vector_norm's
         call.pop("out", None)
         p = call.pop("p", "fro")

@@ -600,6 +600,44 @@ at::Tensor norm_cpu(const at::Tensor& self, const at::Scalar& ord, at::OptionalI
   return p.out;
 }
 
+// any, all and count_nonzero: the int64 sum of x != 0 (prepare_logic), any dtype.
+template <ReduceOp kOp>
+at::Tensor logic_cpu(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim) {
+  const Prepared p = prepare_logic(kOp, self, dim, keepdim);
+  if (p.done) return p.out;
+  switch (p.types.in) {
+#define TREDUCE_DISPATCH(D)                                                                      \
+  case DType::D: {                                                                               \
+    using In = ctype_t<DType::D>;                                                                \
+    reduce_auto<In, bool, SumOp<int64_t>>(p.input.const_data_ptr<In>(), p.layout, sink_of(p));   \
+    return p.out;                                                                                \
+  }
+    TREDUCE_DTYPES(TREDUCE_DISPATCH)
+#undef TREDUCE_DISPATCH
+  }
+  TORCH_INTERNAL_ASSERT(false, "no instantiation for this dtype");
+}
+
+at::Tensor count_nonzero_cpu(const at::Tensor& self, at::OptionalIntArrayRef dim) {
+  return logic_cpu<ReduceOp::CountNonzero>(self, dim, false);
+}
+
+std::tuple<at::Tensor, at::Tensor> aminmax_cpu(const at::Tensor& self, std::optional<int64_t> dim, bool keepdim) {
+  const Prepared p = prepare_aminmax(self, dim, keepdim);
+  if (p.done) return {p.out, p.out2};
+  switch (p.types.in) {
+#define TREDUCE_DISPATCH(IN, ACC)                                                                     \
+  case DType::IN: {                                                                                   \
+    using In = ctype_t<DType::IN>;                                                                    \
+    reduce_auto<In, In, MinMaxOp<ctype_t<DType::ACC>>>(p.input.const_data_ptr<In>(), p.layout, sink_of(p)); \
+    return {p.out, p.out2};                                                                           \
+  }
+    TREDUCE_MINMAX_COMBOS(TREDUCE_DISPATCH)
+#undef TREDUCE_DISPATCH
+  }
+  TORCH_INTERNAL_ASSERT(false, "no instantiation for this dtype");
+}
+
 template <ReduceOp kOp>
 at::Tensor var_cpu(const at::Tensor& self, at::OptionalIntArrayRef dim, const std::optional<at::Scalar>& correction,
                    bool keepdim) {
@@ -630,7 +668,9 @@ DeviceKernels cpu_kernels() {
           &cpu::var_mean_cpu<ReduceOp::VarMean>,  &cpu::var_mean_cpu<ReduceOp::StdMean>,
           &cpu::nan_cpu<ReduceOp::NanSum>,        &cpu::nan_cpu<ReduceOp::NanMean>,
           &cpu::logsumexp_cpu,                    &cpu::prod_cpu,
-          &cpu::norm_cpu};
+          &cpu::norm_cpu,
+          &cpu::logic_cpu<ReduceOp::Any>,         &cpu::logic_cpu<ReduceOp::All>,
+          &cpu::count_nonzero_cpu,                &cpu::aminmax_cpu};
 }
 
 }  // namespace treduce
@@ -652,4 +692,8 @@ TORCH_LIBRARY_IMPL(treduce, CPU, m) {
   m.impl("logsumexp", k.logsumexp);
   m.impl("prod", k.prod);
   m.impl("vector_norm", k.vector_norm);
+  m.impl("any", k.any);
+  m.impl("all", k.all);
+  m.impl("count_nonzero", k.count_nonzero);
+  m.impl("aminmax", k.aminmax);
 }

@@ -147,6 +147,19 @@ cudaError_t launch_reduce(const ReduceArgs& a, size_t* workspace_bytes) {
       TREDUCE_PROD_COMBOS(TREDUCE_DISPATCH)
 #undef OP
       break;
+    case ReduceOp::AMinMax:
+#define OP MinMaxOp
+      TREDUCE_MINMAX_COMBOS(TREDUCE_DISPATCH)
+#undef OP
+      break;
+    case ReduceOp::Any:
+    case ReduceOp::All:
+    case ReduceOp::CountNonzero:  // the int64 sum of x != 0; a.project.logic says what is stored
+#define TREDUCE_DISPATCH_LOGIC(IN) \
+  if (t.in == DType::IN) return run_reduce<Reduction<ctype_t<DType::IN>, bool, Sum<int64_t>>>(a, workspace_bytes);
+      TREDUCE_DTYPES(TREDUCE_DISPATCH_LOGIC)
+#undef TREDUCE_DISPATCH_LOGIC
+      break;
     case ReduceOp::Norm: {  // one operator per order; Pow reads |x|^p in the accumulator's dtype
       const NormOrd k = norm_ord(a.project.scalar);
 #define TREDUCE_DISPATCH_NORM(K, IN, ACC)                                                \

@@ -230,6 +230,23 @@ at::Tensor norm_cuda(const at::Tensor& self, const at::Scalar& ord, at::Optional
   return run(prepare_norm(self, ord, dim, keepdim, dtype));
 }
 
+template <ReduceOp kOp>
+at::Tensor logic_cuda(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim) {
+  const c10::cuda::CUDAGuard guard(self.device());
+  return run(prepare_logic(kOp, self, dim, keepdim));
+}
+
+at::Tensor count_nonzero_cuda(const at::Tensor& self, at::OptionalIntArrayRef dim) {
+  return logic_cuda<ReduceOp::CountNonzero>(self, dim, false);
+}
+
+std::tuple<at::Tensor, at::Tensor> aminmax_cuda(const at::Tensor& self, std::optional<int64_t> dim, bool keepdim) {
+  const c10::cuda::CUDAGuard guard(self.device());
+  const Prepared p = prepare_aminmax(self, dim, keepdim);
+  run(p);
+  return {p.out, p.out2};
+}
+
 at::Tensor read_probe_cuda(const at::Tensor& self) {
   TORCH_CHECK(self.is_contiguous(), "treduce._read_probe: expected a contiguous tensor");
   const c10::cuda::CUDAGuard guard(self.device());
@@ -254,7 +271,9 @@ DeviceKernels cuda_kernels() {
           &cuda::var_mean_cuda<ReduceOp::VarMean>,  &cuda::var_mean_cuda<ReduceOp::StdMean>,
           &cuda::nan_cuda<ReduceOp::NanSum>,        &cuda::nan_cuda<ReduceOp::NanMean>,
           &cuda::logsumexp_cuda,                  &cuda::prod_cuda,
-          &cuda::norm_cuda};
+          &cuda::norm_cuda,
+          &cuda::logic_cuda<ReduceOp::Any>,       &cuda::logic_cuda<ReduceOp::All>,
+          &cuda::count_nonzero_cuda,              &cuda::aminmax_cuda};
 }
 }  // namespace treduce
 
@@ -275,5 +294,9 @@ TORCH_LIBRARY_IMPL(treduce, CUDA, m) {
   m.impl("logsumexp", k.logsumexp);
   m.impl("prod", k.prod);
   m.impl("vector_norm", k.vector_norm);
+  m.impl("any", k.any);
+  m.impl("all", k.all);
+  m.impl("count_nonzero", k.count_nonzero);
+  m.impl("aminmax", k.aminmax);
   m.impl("_read_probe", &treduce::cuda::read_probe_cuda);
 }

@@ -199,17 +199,18 @@ __global__ void store_value_kernel(const A* value, Sink out) {
   store(out, 0, *value);
 }
 
-// __shfl_down_sync for any accumulator: numbers as they are, structs one 32-bit word at a time.
+// __shfl_down_sync for any accumulator: numbers as they are, structs one 32-bit word at a time
+// (the last one partly, for structs of 1- and 2-byte numbers: aminmax of bool, int8, int16).
 template <class A>
 __device__ __forceinline__ A shfl_down(unsigned mask, const A& v, int offset, int width = 32) {
   if constexpr (std::is_arithmetic_v<A>) {
     return __shfl_down_sync(mask, v, offset, width);
   } else {
-    static_assert(sizeof(A) % 4 == 0, "whole 32-bit words");
-    unsigned w[sizeof(A) / 4];
+    constexpr int kWords = int((sizeof(A) + 3) / 4);
+    unsigned w[kWords] = {};
     memcpy(w, &v, sizeof(A));
 #pragma unroll
-    for (int k = 0; k < int(sizeof(A) / 4); ++k) w[k] = __shfl_down_sync(mask, w[k], offset, width);
+    for (int k = 0; k < kWords; ++k) w[k] = __shfl_down_sync(mask, w[k], offset, width);
     A r;
     memcpy(&r, w, sizeof(A));
     return r;

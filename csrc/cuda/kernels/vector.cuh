@@ -159,8 +159,10 @@ __device__ __forceinline__ typename R::Acc reduce_loads(const uint4 (&r)[K]) {
   using Value = typename R::Value;
   constexpr int kPer = 16 / sizeof(In);
   if constexpr (K * kPer > 16) {
-    static_assert(K == 4, "halves of four loads");
-    const uint4 lo[2] = {r[0], r[1]}, hi[2] = {r[2], r[3]};
+    static_assert(K % 2 == 0, "halves of the loads");
+    uint4 lo[K / 2], hi[K / 2];
+#pragma unroll
+    for (int k = 0; k < K / 2; ++k) lo[k] = r[k], hi[k] = r[K / 2 + k];
     return R::Op::combine(reduce_loads<R>(lo), reduce_loads<R>(hi));
   } else {
     Value t[K * kPer];
@@ -206,7 +208,31 @@ struct PackedAdd {
   }
 };
 
+// Non-zero bytes counted in 32-bit words (any, all and count_nonzero of 1-byte integers, a sum
+// with a bool Mid): a byte's high bit is set by its low seven bits plus 0x7f when any is set,
+// or by itself; one popcount a word.
+struct PackedNonzero {
+  using Counter = uint32_t;
+  static constexpr int kFlushEvery = 64;  // at most 16 a vector: far from 2^32
+  __device__ __forceinline__ static uint32_t init() { return 0; }
+  __device__ __forceinline__ static uint32_t count(unsigned w) {
+    return __popc((((w & 0x7f7f7f7fu) + 0x7f7f7f7fu) | w) & 0x80808080u);
+  }
+  // One word into counter c (the ends of a full reduction; bytes not loaded are zero).
+  __device__ __forceinline__ static uint32_t dot(unsigned w, uint32_t c) { return c + count(w); }
+  __device__ __forceinline__ static void add(uint32_t& c, const uint4& v) {
+    c += count(v.x) + count(v.y) + count(v.z) + count(v.w);
+  }
+  __device__ __forceinline__ static uint32_t reduce(const uint4& v) {
+    uint32_t c = 0;
+    add(c, v);
+    return c;
+  }
+};
+
 template <> struct VecAdd<bool, bool, Sum<int64_t>> : PackedAdd<uint8_t, uint32_t> {};
+template <> struct VecAdd<uint8_t, bool, Sum<int64_t>> : PackedNonzero {};
+template <> struct VecAdd<int8_t, bool, Sum<int64_t>> : PackedNonzero {};
 template <> struct VecAdd<uint8_t, uint8_t, Sum<int64_t>> : PackedAdd<uint8_t, uint32_t> {};
 template <> struct VecAdd<int8_t, int8_t, Sum<int64_t>> : PackedAdd<int8_t, int32_t> {};
 template <> struct VecAdd<int16_t, int16_t, Sum<int64_t>> : PackedAdd<int16_t, int32_t> {};

@@ -1,0 +1,240 @@
+"""any, all, count_nonzero and aminmax against torch's: dtypes, shapes and values (exact: counts,
+truth values and extrema have one right answer), NaN, -0.0, infinities, 1-byte inputs at every
+alignment, empty dims, errors, autograd, opcheck and torch.compile, on CPU and (when there is
+one) CUDA."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+import torch
+
+import torch_reduce
+from util import DEVICES, DTYPES, FLOATING, INTEGRAL, cuda_only, fresh_generator, poison_cuda_allocator, storage_bytes
+
+# Every kernel path: full (one block and many), rows (short, long: segments), columns (split and
+# not), a middle dim, two dims, a transposed view, 0-d, size-1 and empty.
+CASES = [
+    ((7,), 0), ((1000,), 0), ((300_007,), 0), ((64, 33), -1), ((3000, 130), 1), ((5, 100_003), 1),
+    ((33, 64), 0), ((100_003, 5), 0), ((4099, 40), 0), ((6, 513, 10), 1), ((17, 3, 129), (0, 2)),
+    ((), 0), ((5, 1), 1), ((4, 0), 1), ((0, 4), 1),
+]
+IDS = [f"{s}-{d}" for s, d in CASES]
+
+
+def _data(shape, dtype, device, gen, zeros=0.5):
+    """Values of the whole range, about `zeros` of them 0; floats with -0.0 (a zero), NaN, inf and
+    subnormals (non-zero) in them. Where there is room, one row of all zeros and one of none, so
+    that any and all see both answers along any dim."""
+    if dtype == torch.bool:
+        x = torch.rand(shape, generator=gen, device=device) >= zeros
+    elif dtype in INTEGRAL:
+        info = torch.iinfo(dtype)
+        hi = info.max if dtype == torch.int64 else info.max + 1
+        x = torch.randint(info.min, hi, shape, generator=gen, device=device, dtype=dtype)
+        x = x.masked_fill(torch.rand(shape, generator=gen, device=device) < zeros, 0)
+    else:
+        x = (torch.randn(shape, generator=gen, device=device) * 100).to(dtype)
+        x = x.masked_fill(torch.rand(shape, generator=gen, device=device) < zeros, 0)
+        flat = x.view(-1)
+        n = flat.numel()
+        if n >= 8:
+            idx = torch.randperm(n, generator=gen, device=device)[:8]
+            tiny = torch.finfo(dtype).tiny
+            specials = [-0.0, float("nan"), float("inf"), -float("inf"), tiny / 4, -tiny / 2, -0.0, 1.0]
+            flat[idx] = torch.tensor(specials, device=device).to(dtype)
+    if x.dim() >= 2 and x.shape[0] >= 3 and x.shape[-1] > 0:
+        x[0] = 0
+        x[1] = 1
+    return x
+
+
+def _check(got, want, what):
+    assert got.dtype == want.dtype and got.shape == want.shape and got.device == want.device, (
+        f"{what}: {got.dtype}{tuple(got.shape)} against torch's {want.dtype}{tuple(want.shape)}")
+    assert torch.equal(got.isnan() if got.is_floating_point() else got, want.isnan() if want.is_floating_point() else want), what
+    if got.is_floating_point():  # (0.0 == -0.0: the extremum of a tie of zeros may be either)
+        assert torch.equal(got.nan_to_num(), want.nan_to_num()), what
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape,dim", CASES, ids=IDS)
+def test_logic_values(device, dtype, shape, dim):
+    gen, seed = fresh_generator(device)
+    x = _data(shape, dtype, device, gen)
+    before = storage_bytes(x)
+    poison_cuda_allocator(device)
+    calls = [(dim, False), (dim, True), (None, False), (None, True), ((), False), ((), True)]
+    for op in ("any", "all", "count_nonzero"):
+        for d, keepdim in calls:
+            if op == "count_nonzero" and keepdim:
+                continue  # it takes none
+            what = f"{op}(dim={d}, keepdim={keepdim}) {dtype} seed {seed}"
+            args = (d,) if op == "count_nonzero" else (d, keepdim)
+            if d is None and op != "count_nonzero":
+                args = () if not keepdim else (None, True)
+            want = getattr(torch, op)(x, *args)
+            got = getattr(torch_reduce, op)(x, *args)
+            _check(got, want, what)
+    assert torch.equal(storage_bytes(x), before), "wrote to its input"
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape,dim", CASES, ids=IDS)
+def test_aminmax_values(device, dtype, shape, dim):
+    gen, seed = fresh_generator(device)
+    x = _data(shape, dtype, device, gen, zeros=0.1)
+    if dtype.is_floating_point and x.numel() >= 8:
+        x.view(-1)[torch.randperm(x.numel(), generator=gen, device=device)[:4]] = 3.0  # no NaN in some rows
+    before = storage_bytes(x)
+    poison_cuda_allocator(device)
+    dims = [dim] if isinstance(dim, int) else []
+    for d in dims + [None]:
+        for keepdim in (False, True):
+            what = f"aminmax(dim={d}, keepdim={keepdim}) {dtype} seed {seed}"
+            try:
+                want = torch.aminmax(x, dim=d, keepdim=keepdim)
+            except (RuntimeError, IndexError) as e:  # no identity: an empty reduction
+                with pytest.raises(type(e), match=re.escape(str(e).splitlines()[0])):
+                    torch_reduce.aminmax(x, dim=d, keepdim=keepdim)
+                continue
+            got = torch_reduce.aminmax(x, dim=d, keepdim=keepdim)
+            assert type(got) is type(want), what
+            _check(got.min, want.min, what + " min")
+            _check(got.max, want.max, what + " max")
+    assert torch.equal(storage_bytes(x), before), "wrote to its input"
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", (torch.bool, torch.uint8, torch.int8))
+def test_bytes_every_alignment(device, dtype):
+    """1-byte inputs are counted four bytes at a time on CUDA: every byte value (0x80 alone, 0x01,
+    0xff ...) at every offset from a 16-byte boundary, around the single block's size, and rows
+    whose starts are not aligned."""
+    gen, seed = fresh_generator(device)
+    values = torch.arange(256, device=device).to(torch.uint8)
+    for n in (1, 15, 16, 17, 255, 4096, 1 << 17, (1 << 17) + 3, 1_000_003):
+        base = torch.randint(0, 256, (n + 16,), generator=gen, device=device).to(torch.uint8)
+        base[torch.rand(n + 16, generator=gen, device=device) < 0.3] = 0
+        base[: min(n, 256)] = values[: min(n, 256)]
+        x = (base != 0) if dtype == torch.bool else base.view(dtype)
+        for off in range(16):
+            t = x[off: off + n]
+            for op in ("any", "all", "count_nonzero"):
+                _check(getattr(torch_reduce, op)(t), getattr(torch, op)(t), f"{op} n={n} off={off} seed {seed}")
+            _check(torch_reduce.aminmax(t).min, torch.aminmax(t).min, f"aminmax n={n} off={off} seed {seed}")
+            _check(torch_reduce.aminmax(t).max, torch.aminmax(t).max, f"aminmax n={n} off={off} seed {seed}")
+        rows = x[: (n // 7) * 7].view(-1, 7) if n >= 7 else x[:n].view(1, -1)
+        for op in ("any", "all", "count_nonzero"):
+            _check(getattr(torch_reduce, op)(rows, 1), getattr(torch, op)(rows, 1), f"{op} rows n={n} seed {seed}")
+            _check(getattr(torch_reduce, op)(rows, 0), getattr(torch, op)(rows, 0), f"{op} columns n={n} seed {seed}")
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_special_values(device):
+    """NaN is non-zero (any, count) and wins both extrema; -0.0 is zero; all of nothing is True and
+    any of nothing False; a dim of size 0 among others."""
+    x = torch.tensor([[0.0, -0.0, 0.0], [float("nan"), 0.0, -0.0], [1.0, float("nan"), -float("inf")]], device=device)
+    for t in (x, x.t(), x.half(), x.bfloat16(), x.double()):
+        for d in (None, 0, 1):
+            for op in ("any", "all", "count_nonzero"):
+                _check(getattr(torch_reduce, op)(t, d), getattr(torch, op)(t, d), f"{op} {t.dtype} dim={d}")
+        for d in (None, 0, 1):
+            got, want = torch_reduce.aminmax(t, dim=d), torch.aminmax(t, dim=d)
+            _check(got.min, want.min, f"aminmax {t.dtype} dim={d}")
+            _check(got.max, want.max, f"aminmax {t.dtype} dim={d}")
+    for shape, d in (((0,), None), ((3, 0), 1), ((3, 0), 0), ((0, 4), (0, 1)), ((2, 0, 3), 1)):
+        e = torch.zeros(shape, device=device)
+        for op in ("any", "all", "count_nonzero"):
+            _check(getattr(torch_reduce, op)(e, d), getattr(torch, op)(e, d), f"{op} empty {shape} dim={d}")
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_errors(device):
+    x = torch.ones(3, 4, device=device)
+    for op, args in (("any", (2,)), ("all", (-3,)), ("count_nonzero", (2,)), ("any", ((0, 0),)),
+                     ("count_nonzero", ((1, -1),))):
+        with pytest.raises(Exception) as expected:
+            getattr(torch, op)(x, *args)
+        with pytest.raises(type(expected.value), match=re.escape(str(expected.value).splitlines()[0])):
+            getattr(torch_reduce, op)(x, *args)
+    for t, d in ((torch.empty(0, device=device), None), (torch.empty(3, 0, device=device), None),
+                 (torch.empty(3, 0, device=device), 1), (x, 2)):
+        with pytest.raises(Exception) as expected:
+            torch.aminmax(t, dim=d)
+        with pytest.raises(type(expected.value), match=re.escape(str(expected.value).splitlines()[0])):
+            torch_reduce.aminmax(t, dim=d)
+    with pytest.raises(TypeError, match="must be int, not tuple"):
+        torch_reduce.aminmax(x, dim=(0, 1))
+    with pytest.raises(TypeError, match="not supported"):
+        torch_reduce.any(torch.ones(3, dtype=torch.complex64, device=device))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_autograd(device):
+    """No gradient flows through truth values and counts; aminmax has no derivative, and a graph
+    through it raises at backward as torch's does."""
+    x = torch.randn(4, 5, device=device, requires_grad=True)
+    for op in ("any", "all", "count_nonzero"):
+        out = getattr(torch_reduce, op)(x, 1)
+        assert not out.requires_grad and torch.equal(out, getattr(torch, op)(x, 1))
+    lo, hi = torch_reduce.aminmax(x, dim=1)
+    assert lo.requires_grad and hi.requires_grad
+    with pytest.raises(RuntimeError, match="derivative for .*aminmax is not implemented"):
+        (lo.sum() + hi.sum()).backward()
+    with pytest.raises(RuntimeError, match="derivative for .*aminmax is not implemented"):
+        (torch.aminmax(x, dim=1).max.sum()).backward()
+    with torch.no_grad():
+        assert not torch_reduce.aminmax(x).min.requires_grad
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", (torch.float32, torch.bool, torch.uint8, torch.int32))
+def test_opcheck(device, dtype):
+    x = (torch.randn(6, 9, device=device) * 3).to(dtype)
+    for op in ("any", "all"):
+        overload = getattr(torch.ops.treduce, op).default
+        torch.library.opcheck(overload, (x,))
+        torch.library.opcheck(overload, (x, [1], True))
+        torch.library.opcheck(overload, (x, []))
+    torch.library.opcheck(torch.ops.treduce.count_nonzero.default, (x, [0]))
+    torch.library.opcheck(torch.ops.treduce.count_nonzero.default, (x,))
+    torch.library.opcheck(torch.ops.treduce.aminmax.default, (x,))
+    torch.library.opcheck(torch.ops.treduce.aminmax.default, (x,), {"dim": 1, "keepdim": True})
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_compile(device):
+    def f(x):
+        lo, hi = torch_reduce.aminmax(x, dim=-1)
+        mask = torch_reduce.any(x > 1, -1) & torch_reduce.all(x > -5, -1)
+        return (hi - lo) * mask + torch_reduce.count_nonzero(x > 0, -1)
+
+    x = torch.randn(8, 33, device=device)
+    compiled = torch.compile(f, fullgraph=True)
+    torch.testing.assert_close(compiled(x), f(x))
+    torch.testing.assert_close(f(x), (x.amax(-1) - x.amin(-1)) * ((x > 1).any(-1) & (x > -5).all(-1))
+                               + (x > 0).sum(-1))
+
+
+@cuda_only
+@pytest.mark.parametrize("dtype", (torch.bool, torch.uint8))
+def test_past_int32(dtype):
+    """Counts past 2^31 (int64 throughout) and a first or last element deciding the answer."""
+    n = (1 << 31) + 17
+    x = torch.ones(n, dtype=dtype, device="cuda")
+    assert torch_reduce.count_nonzero(x).item() == n
+    assert torch_reduce.all(x).item() and torch_reduce.any(x).item()
+    x[-1] = 0
+    assert torch_reduce.count_nonzero(x).item() == n - 1
+    assert not torch_reduce.all(x).item()
+    x.zero_()
+    x[n - 1] = 7 if dtype == torch.uint8 else True
+    assert torch_reduce.any(x).item() and torch_reduce.count_nonzero(x).item() == 1
+    lo, hi = torch_reduce.aminmax(x)
+    assert lo.item() == 0 and hi.item() == (7 if dtype == torch.uint8 else 1)
+    del x
+    torch.cuda.empty_cache()
