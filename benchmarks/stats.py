@@ -1,5 +1,5 @@
-"""The statistics suite (torch's statistics and norms) and the logic suite (any, all,
-count_nonzero, aminmax) against torch_reduce's, in one run: torch eager, torch.compile of the same
+"""The statistics suite (torch's statistics and norms) and the logic suite (argmax, argmin, max
+and min with indices, any, all, count_nonzero, aminmax) against torch_reduce's, in one run: torch eager, torch.compile of the same
 torch call, and torch_reduce, hot (CUDA-graph replay) and cold (after an L2 flush), with the read
 probe over the same bytes as the floor.
 
@@ -90,9 +90,13 @@ def _norm_cases() -> list[Case]:
 
 
 def _logic_cases() -> list[Case]:
-    """The index and logic reductions (any, all, count_nonzero, aminmax): exact results."""
+    """The index and logic reductions (argmax, argmin, max and min with indices, any, all,
+    count_nonzero, aminmax): exact results."""
     f32, bf16, b, u8 = torch.float32, torch.bfloat16, torch.bool, torch.uint8
     c = [
+        ("argmax(x, -1)", lambda x: torch.argmax(x, -1), lambda x: torch_reduce.argmax(x, -1), (4096, 32000), bf16),
+        ("argmax(x)", lambda x: torch.argmax(x), lambda x: torch_reduce.argmax(x), (1 << 26,), f32),
+        ("max(x, -1)", lambda x: torch.max(x, -1), lambda x: torch_reduce.max(x, -1), (65536, 128), f32),
         ("any(x)", lambda x: torch.any(x), lambda x: torch_reduce.any(x), (1 << 28,), b),
         ("all(x, -1)", lambda x: torch.all(x, -1), lambda x: torch_reduce.all(x, -1), (65536, 1024), b),
         ("count_nonzero(x)", lambda x: torch.count_nonzero(x), lambda x: torch_reduce.count_nonzero(x), (1 << 26,), f32),
@@ -106,6 +110,8 @@ def _logic_cases() -> list[Case]:
         ("aminmax(x, dim=-1)", lambda x: torch.aminmax(x, dim=-1), lambda x: torch_reduce.aminmax(x, dim=-1),
          (4096, 32000), bf16),
         ("aminmax(x)", lambda x: torch.aminmax(x), lambda x: torch_reduce.aminmax(x), (1 << 28,), bf16),
+        ("argmin(x, 0)", lambda x: torch.argmin(x, 0), lambda x: torch_reduce.argmin(x, 0), (4096, 4096), f32),
+        ("min(x, -1)", lambda x: torch.min(x, -1), lambda x: torch_reduce.min(x, -1), (4096, 4096), bf16),
     ]
     return [Case(label, t, o, shape, dtype, 0.0) for label, t, o, shape, dtype in c]
 
@@ -204,7 +210,8 @@ def main(argv=None) -> int:
     ap.add_argument("--out", type=pathlib.Path, default=None)
     ap.add_argument("--only", default=None, help="run the cases whose name contains this")
     ap.add_argument("--suite", choices=sorted(SUITES), default="stats",
-                    help="stats: statistics and norms; logic: any, all, count_nonzero, aminmax")
+                    help="stats: statistics and norms; logic: argmax, argmin, max, min, any, all, "
+                    "count_nonzero, aminmax")
     args = ap.parse_args(argv)
     if not torch.cuda.is_available():
         print("stats.py needs a CUDA device", file=sys.stderr)

@@ -26,6 +26,10 @@
 #include <ATen/ops/all_cpu_dispatch.h>
 #include <ATen/ops/count_nonzero_cpu_dispatch.h>
 #include <ATen/ops/aminmax_cpu_dispatch.h>
+#include <ATen/ops/max_cpu_dispatch.h>
+#include <ATen/ops/min_cpu_dispatch.h>
+#include <ATen/ops/argmax_cpu_dispatch.h>
+#include <ATen/ops/argmin_cpu_dispatch.h>
 #include <c10/util/Exception.h>
 #include <torch/library.h>
 
@@ -45,6 +49,10 @@
 #include <ATen/ops/all_cuda_dispatch.h>
 #include <ATen/ops/count_nonzero_cuda_dispatch.h>
 #include <ATen/ops/aminmax_cuda_dispatch.h>
+#include <ATen/ops/max_cuda_dispatch.h>
+#include <ATen/ops/min_cuda_dispatch.h>
+#include <ATen/ops/argmax_cuda_dispatch.h>
+#include <ATen/ops/argmin_cuda_dispatch.h>
 #endif
 
 #include <atomic>
@@ -144,6 +152,17 @@ struct TorchKernels {
   std::tuple<at::Tensor, at::Tensor> (*aminmax)(const at::Tensor&, std::optional<int64_t>, bool);
   std::tuple<at::Tensor&, at::Tensor&> (*aminmax_out)(at::Tensor&, at::Tensor&, const at::Tensor&,
                                                        std::optional<int64_t>, bool);
+  // max and min of every dim and over a dim (values, indices), argmax, argmin; out= forms.
+  at::Tensor (*max_all)(const at::Tensor&);
+  at::Tensor (*min_all)(const at::Tensor&);
+  std::tuple<at::Tensor, at::Tensor> (*max_dim)(const at::Tensor&, int64_t, bool);
+  std::tuple<at::Tensor, at::Tensor> (*min_dim)(const at::Tensor&, int64_t, bool);
+  std::tuple<at::Tensor&, at::Tensor&> (*max_dim_out)(at::Tensor&, at::Tensor&, const at::Tensor&, int64_t, bool);
+  std::tuple<at::Tensor&, at::Tensor&> (*min_dim_out)(at::Tensor&, at::Tensor&, const at::Tensor&, int64_t, bool);
+  at::Tensor (*argmax)(const at::Tensor&, std::optional<int64_t>, bool);
+  at::Tensor (*argmin)(const at::Tensor&, std::optional<int64_t>, bool);
+  at::Tensor& (*argmax_out)(at::Tensor&, const at::Tensor&, std::optional<int64_t>, bool);
+  at::Tensor& (*argmin_out)(at::Tensor&, const at::Tensor&, std::optional<int64_t>, bool);
 };
 // One device's table, from its namespace of direct calls (at::cpu, at::cuda).
 #define TREDUCE_TORCH_KERNELS(NS)                                                                    \
@@ -153,7 +172,9 @@ struct TorchKernels {
         &NS::nansum, &NS::nansum_out, &at::compositeexplicitautograd::logsumexp, &NS::prod, &NS::prod,  \
         &NS::prod_out, &NS::linalg_vector_norm, &NS::linalg_vector_norm_out, &NS::any, &NS::any,      \
         &NS::any, &NS::all, &NS::all, &NS::all, &NS::any_out, &NS::any_out, &NS::any_out, &NS::all_out, \
-        &NS::all_out, &NS::all_out, &NS::count_nonzero, &NS::aminmax, &NS::aminmax_out                  \
+        &NS::all_out, &NS::all_out, &NS::count_nonzero, &NS::aminmax, &NS::aminmax_out, &NS::max,       \
+        &NS::min, &NS::max, &NS::min, &NS::max_out, &NS::min_out, &NS::argmax, &NS::argmin,             \
+        &NS::argmax_out, &NS::argmin_out                                                                \
   }
 
 struct Cpu {
@@ -333,6 +354,54 @@ struct AtenKernels {
     count_out_arg(ReduceOp::AMinMax);
     return T::torch().aminmax_out(min, max, self, dim, keepdim);
   }
+  // max and min of every dim are amax and amin (with torch's error for no elements); over a dim,
+  // values and indices.
+  static at::Tensor max_all(const at::Tensor& self) {
+    if (!take(ReduceOp::MaxDim, self, std::nullopt)) return T::torch().max_all(self);
+    TORCH_CHECK(self.numel() > 0, "max(): Expected reduction dim to be specified for input.numel() == 0. Specify "
+                "the reduction dim with the 'dim' argument.");
+    return T::ours().amax(self, "auto", std::nullopt, false);
+  }
+  static at::Tensor min_all(const at::Tensor& self) {
+    if (!take(ReduceOp::MinDim, self, std::nullopt)) return T::torch().min_all(self);
+    TORCH_CHECK(self.numel() > 0, "min(): Expected reduction dim to be specified for input.numel() == 0. Specify "
+                "the reduction dim with the 'dim' argument.");
+    return T::ours().amin(self, "auto", std::nullopt, false);
+  }
+  static std::tuple<at::Tensor, at::Tensor> max_dim(const at::Tensor& self, int64_t dim, bool keepdim) {
+    if (take(ReduceOp::MaxDim, self, std::nullopt)) return T::ours().max(self, dim, keepdim);
+    return T::torch().max_dim(self, dim, keepdim);
+  }
+  static std::tuple<at::Tensor, at::Tensor> min_dim(const at::Tensor& self, int64_t dim, bool keepdim) {
+    if (take(ReduceOp::MinDim, self, std::nullopt)) return T::ours().min(self, dim, keepdim);
+    return T::torch().min_dim(self, dim, keepdim);
+  }
+  static std::tuple<at::Tensor&, at::Tensor&> max_dim_out(const at::Tensor& self, int64_t dim, bool keepdim,
+                                                          at::Tensor& values, at::Tensor& indices) {
+    count_out_arg(ReduceOp::MaxDim);
+    return T::torch().max_dim_out(values, indices, self, dim, keepdim);
+  }
+  static std::tuple<at::Tensor&, at::Tensor&> min_dim_out(const at::Tensor& self, int64_t dim, bool keepdim,
+                                                          at::Tensor& values, at::Tensor& indices) {
+    count_out_arg(ReduceOp::MinDim);
+    return T::torch().min_dim_out(values, indices, self, dim, keepdim);
+  }
+  static at::Tensor argmax(const at::Tensor& self, std::optional<int64_t> dim, bool keepdim) {
+    if (take(ReduceOp::ArgMax, self, std::nullopt)) return T::ours().argmax(self, dim, keepdim);
+    return T::torch().argmax(self, dim, keepdim);
+  }
+  static at::Tensor argmin(const at::Tensor& self, std::optional<int64_t> dim, bool keepdim) {
+    if (take(ReduceOp::ArgMin, self, std::nullopt)) return T::ours().argmin(self, dim, keepdim);
+    return T::torch().argmin(self, dim, keepdim);
+  }
+  static at::Tensor& argmax_out(const at::Tensor& self, std::optional<int64_t> dim, bool keepdim, at::Tensor& out) {
+    count_out_arg(ReduceOp::ArgMax);
+    return T::torch().argmax_out(out, self, dim, keepdim);
+  }
+  static at::Tensor& argmin_out(const at::Tensor& self, std::optional<int64_t> dim, bool keepdim, at::Tensor& out) {
+    count_out_arg(ReduceOp::ArgMin);
+    return T::torch().argmin_out(out, self, dim, keepdim);
+  }
   // out=: torch's kernel, counted (writing into a caller's tensor, with its resizing and dtype
   // rules, is not what the ops do).
   static at::Tensor& sum_out(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
@@ -395,6 +464,16 @@ struct AtenKernels {
     m->impl("count_nonzero.dim_IntList", &count_nonzero);
     m->impl("aminmax", &aminmax);
     m->impl("aminmax.out", &aminmax_out);
+    m->impl("max", &max_all);
+    m->impl("max.dim", &max_dim);
+    m->impl("max.dim_max", &max_dim_out);
+    m->impl("min", &min_all);
+    m->impl("min.dim", &min_dim);
+    m->impl("min.dim_min", &min_dim_out);
+    m->impl("argmax", &argmax);
+    m->impl("argmax.out", &argmax_out);
+    m->impl("argmin", &argmin);
+    m->impl("argmin.out", &argmin_out);
     return m;
   }
 };

@@ -470,10 +470,63 @@ std::tuple<at::Tensor, at::Tensor> aminmax_autograd(const at::Tensor& self, std:
   return {out[0], out[1]};
 }
 
+// max and min over a dim: the gradient goes to the returned position, as torch's
+// value_selecting_reduction_backward; the positions have none.
+std::tuple<at::Tensor, at::Tensor> max_dim_below(bool is_max, const at::Tensor& self, int64_t dim, bool keepdim) {
+  static const auto max_op = redispatch<MaxDimSignature>("treduce::max");
+  static const auto min_op = redispatch<MaxDimSignature>("treduce::min");
+  at::AutoDispatchBelowADInplaceOrView below_autograd;
+  return (is_max ? max_op : min_op).call(self, dim, keepdim);
+}
+
+class MaxDimFunction : public torch::autograd::Function<MaxDimFunction> {
+ public:
+  static variable_list forward(AutogradContext* ctx, const at::Tensor& self, bool is_max, int64_t dim, bool keepdim) {
+    const auto [values, indices] = max_dim_below(is_max, self, dim, keepdim);
+    ctx->saved_data["sizes"] = self.sizes().vec();
+    ctx->saved_data["dim"] = self.dim() == 0 ? int64_t(0) : c10::maybe_wrap_dim(dim, self.dim());
+    ctx->saved_data["keepdim"] = keepdim;
+    ctx->save_for_backward({indices});
+    ctx->mark_non_differentiable({indices});
+    return {values, indices};
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const auto sizes = ctx->saved_data["sizes"].toIntVector();
+    const int64_t dim = ctx->saved_data["dim"].toInt();
+    at::Tensor g = grads[0], indices = ctx->get_saved_variables()[0];
+    if (!ctx->saved_data["keepdim"].toBool() && !sizes.empty()) {
+      g = g.unsqueeze(dim);
+      indices = indices.unsqueeze(dim);
+    }
+    return {at::zeros(sizes, g.options()).scatter(dim, indices, g), at::Tensor(), at::Tensor(), at::Tensor()};
+  }
+};
+
+template <bool kMax>
+std::tuple<at::Tensor, at::Tensor> max_dim_autograd(const at::Tensor& self, int64_t dim, bool keepdim) {
+  if (!records_grad(self)) return max_dim_below(kMax, self, dim, keepdim);
+  const variable_list out = MaxDimFunction::apply(self, kMax, dim, keepdim);
+  return {out[0], out[1]};
+}
+
+// argmax and argmin: int64 positions, never differentiable.
+template <bool kMax>
+at::Tensor arg_autograd(const at::Tensor& self, std::optional<int64_t> dim, bool keepdim) {
+  static const auto argmax_op = redispatch<ArgSignature>("treduce::argmax");
+  static const auto argmin_op = redispatch<ArgSignature>("treduce::argmin");
+  at::AutoDispatchBelowADInplaceOrView below_autograd;
+  return (kMax ? argmax_op : argmin_op).call(self, dim, keepdim);
+}
+
 }  // namespace
 }  // namespace treduce
 
 TORCH_LIBRARY_IMPL(treduce, Autograd, m) {
+  m.impl("max", &treduce::max_dim_autograd<true>);
+  m.impl("min", &treduce::max_dim_autograd<false>);
+  m.impl("argmax", &treduce::arg_autograd<true>);
+  m.impl("argmin", &treduce::arg_autograd<false>);
   m.impl("any", &treduce::logic_autograd<treduce::ReduceOp::Any>);
   m.impl("all", &treduce::logic_autograd<treduce::ReduceOp::All>);
   m.impl("count_nonzero", &treduce::count_nonzero_autograd);

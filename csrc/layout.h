@@ -11,14 +11,17 @@ namespace treduce {
 
 // The ops, as the host code tells them apart (names, type rules, counts). Var, Std, VarMean and
 // StdMean run one operator (VarOp), which differs only in what it stores; Any, All and
-// CountNonzero run the sum of x != 0 (reduce_ops.h's Logic).
+// CountNonzero run the sum of x != 0 (reduce_ops.h's Logic); MaxDim and ArgMax run
+// ArgExtremumOp (values and positions; argmax keeps the positions only), as MinDim and ArgMin.
 enum class ReduceOp : int8_t {
   Sum, Mean, Max, Min, Var, Std, VarMean, StdMean, NanSum, NanMean, LogSumExp, Prod, Norm,
-  Any, All, CountNonzero, AMinMax,
+  Any, All, CountNonzero, AMinMax, MaxDim, MinDim, ArgMax, ArgMin,
 };
-inline constexpr int kNumReduceOps = 17;
+inline constexpr int kNumReduceOps = 21;
 
 constexpr bool is_logic(ReduceOp op) { return op >= ReduceOp::Any && op <= ReduceOp::CountNonzero; }
+constexpr bool is_indexed(ReduceOp op) { return op >= ReduceOp::MaxDim && op <= ReduceOp::ArgMin; }
+constexpr bool is_max_kind(ReduceOp op) { return op == ReduceOp::MaxDim || op == ReduceOp::ArgMax; }
 
 constexpr bool is_var_family(ReduceOp op) { return op >= ReduceOp::Var && op <= ReduceOp::StdMean; }
 

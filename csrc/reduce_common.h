@@ -74,6 +74,11 @@ Prepared prepare_logic(ReduceOp op, const at::Tensor& self, at::OptionalIntArray
 // aminmax: torch's errors for empty inputs; the minimum into p.out, the maximum into p.out2.
 Prepared prepare_aminmax(const at::Tensor& self, std::optional<int64_t> dim, bool keepdim);
 
+// max, min (over a dim), argmax and argmin: torch's checks and errors; values into p.out, int64
+// positions into p.out2. Every dim (argmax's default) reads the tensor in row-major order (a
+// copy when it is not contiguous).
+Prepared prepare_indexed(ReduceOp op, const at::Tensor& self, std::optional<int64_t> dim, bool keepdim);
+
 // variant="exact" (exact.h): whether it sums exactly (a floating input and result; otherwise
 // auto's sum, exact already, is the answer), and the prepared sum of the elements converted to
 // the result's dtype first, as torch.sum converts them (p.types.in is that dtype).
@@ -114,6 +119,8 @@ using NormKernel = at::Tensor (*)(const at::Tensor&, const at::Scalar&, at::Opti
 using LogicKernel = at::Tensor (*)(const at::Tensor&, at::OptionalIntArrayRef, bool);
 using CountKernel = at::Tensor (*)(const at::Tensor&, at::OptionalIntArrayRef);
 using AMinMaxKernel = std::tuple<at::Tensor, at::Tensor> (*)(const at::Tensor&, std::optional<int64_t>, bool);
+using MaxDimKernel = std::tuple<at::Tensor, at::Tensor> (*)(const at::Tensor&, int64_t, bool);
+using ArgKernel = at::Tensor (*)(const at::Tensor&, std::optional<int64_t>, bool);
 struct DeviceKernels {
   SumKernel sum, mean;
   ExtremumKernel amax, amin;
@@ -126,6 +133,8 @@ struct DeviceKernels {
   LogicKernel any, all;
   CountKernel count_nonzero;
   AMinMaxKernel aminmax;
+  MaxDimKernel max, min;
+  ArgKernel argmax, argmin;
 };
 DeviceKernels cpu_kernels();
 DeviceKernels cuda_kernels();  // only in a build with CUDA

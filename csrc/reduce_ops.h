@@ -10,6 +10,10 @@
 //   project(a, args)         the stored result (a scalar, converted to the result dtype)
 //   kOutputs, project2(a)    a second result of the same call (var_mean's mean); only with 2
 //   kPlain                   project(a, {}) == a: a result of the accumulator's dtype is stored as is
+// Indexed operators (kIndexed: max and min over a dim with their indices, argmax, argmin) take
+// each element with its position along the reduced dim, reduce_at(a, v, i), in increasing
+// positions within a thread, and never a group of values at once; their second result is the
+// int64 position (kSecondIsIndex).
 // An operator may define reduce_values(t) for N values held in registers (default: enter each,
 // combine pairwise), where a form over all of them saves work (var: two passes, no division).
 #pragma once
@@ -114,6 +118,62 @@ struct MinMaxOp {
 
 template <class Op>
 inline constexpr bool is_sum_op = std::is_same_v<Op, SumOp<typename Op::acc_t>>;
+
+// max, min over a dim (values and indices), argmax, argmin: the extremum and its position along
+// the reduced dim. NaN wins (the first NaN), ties go to the lower position: combine's answer does
+// not depend on how the elements were split, so neither does the result. The identity's
+// position is kNone, which any element replaces.
+template <class A>
+struct ValueIndex {
+  A value;
+  int64_t index;
+};
+
+template <class A, bool kMax>
+struct ArgExtremumOp {
+  using value_t = A;
+  using acc_t = ValueIndex<A>;
+  static constexpr int kOutputs = 2;
+  static constexpr bool kPlain = false;
+  static constexpr bool kIndexed = true;
+  static constexpr bool kSecondIsIndex = true;
+  static constexpr int64_t kNone = std::numeric_limits<int64_t>::max();
+  // Whether value a beats value b outright (NaN beats every number).
+  TREDUCE_HOST_DEVICE static bool beats(A a, A b) {
+    bool r = kMax ? a > b : a < b;
+    if constexpr (std::is_floating_point_v<A>) r = r || (a != a && b == b);
+    return r;
+  }
+  TREDUCE_HOST_DEVICE static acc_t identity() { return {ExtremumOp<A, kMax>::identity(), kNone}; }
+  TREDUCE_HOST_DEVICE static acc_t combine(const acc_t& a, const acc_t& b) {
+    const bool keep_a = beats(a.value, b.value) || (!beats(b.value, a.value) && a.index < b.index);
+    return keep_a ? a : b;
+  }
+  // Element v at position i, past every position in a: a tie keeps a's (the first).
+  TREDUCE_HOST_DEVICE static acc_t reduce_at(const acc_t& a, A v, int64_t i) {
+    return beats(v, a.value) || a.index == kNone ? acc_t{v, i} : a;
+  }
+  TREDUCE_HOST_DEVICE static A project(const acc_t& a, const ProjectArgs&) { return a.value; }
+  TREDUCE_HOST_DEVICE static int64_t project2(const acc_t& a, const ProjectArgs&) { return a.index; }
+};
+
+template <class A> using ArgMaxOp = ArgExtremumOp<A, true>;
+template <class A> using ArgMinOp = ArgExtremumOp<A, false>;
+
+template <class Op, class = void>
+struct IsIndexed : std::false_type {};
+template <class Op>
+struct IsIndexed<Op, std::void_t<decltype(Op::kIndexed)>> : std::bool_constant<Op::kIndexed> {};
+template <class Op>
+inline constexpr bool is_indexed_v = IsIndexed<Op>::value;
+
+// The dtype of an operator's second result: the int64 position, or the first result's dtype.
+template <class Op, class = void>
+struct SecondIsIndex : std::false_type {};
+template <class Op>
+struct SecondIsIndex<Op, std::void_t<decltype(Op::kSecondIsIndex)>> : std::bool_constant<Op::kSecondIsIndex> {};
+template <class Op, class DT>
+constexpr DT second_dtype(DT first, DT index) { return SecondIsIndex<Op>::value ? index : first; }
 
 // Welford's running mean and sum of squared deviations (M2), for var, std, var_mean and
 // std_mean: one read of the input, and no cancellation when the mean is large against the

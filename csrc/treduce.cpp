@@ -74,7 +74,7 @@ const char* op_name(ReduceOp op) {
   constexpr const char* kNames[kNumReduceOps] = {"sum", "mean",     "amax",    "amin",   "var",      "std",
                                                  "var_mean", "std_mean", "nansum", "nanmean", "logsumexp",
                                                  "prod", "vector_norm", "any", "all", "count_nonzero",
-                                                 "aminmax"};
+                                                 "aminmax", "max", "min", "argmax", "argmin"};
   return kNames[static_cast<int>(op)];
 }
 
@@ -234,6 +234,8 @@ void plan_layout(Prepared& p, const at::Tensor& self, at::OptionalIntArrayRef di
   p.out = at::empty(shape, options);
   if (p.op == ReduceOp::VarMean || p.op == ReduceOp::StdMean || p.op == ReduceOp::AMinMax) {
     p.out2 = at::empty(shape, options);
+  } else if (is_indexed(p.op)) {
+    p.out2 = at::empty(shape, options.dtype(at::kLong));  // the positions
   }
   if (p.out.numel() == 0) {
     p.done = true;
@@ -488,6 +490,30 @@ Prepared prepare_aminmax(const at::Tensor& self, std::optional<int64_t> dim, boo
   return p;
 }
 
+Prepared prepare_indexed(ReduceOp op, const at::Tensor& self, std::optional<int64_t> dim, bool keepdim) {
+  check_device(op, self);
+  const char* name = op_name(op);
+  const DType in = to_dtype(op, self.scalar_type(), "input dtype");
+  const bool arg = op == ReduceOp::ArgMax || op == ReduceOp::ArgMin;
+  TORCH_CHECK(!arg || in != DType::Bool, name, "(): does not support bool input");
+  if (self.numel() == 0) {  // torch's errors: no identity
+    TORCH_CHECK_INDEX(dim, std::string(name) + "(): Expected reduction dim to be specified for input.numel() == 0.");
+    const int64_t w = c10::maybe_wrap_dim(*dim, self.dim());
+    TORCH_CHECK_INDEX(self.dim() == 0 || self.size(w) != 0,
+                      std::string(name) + "(): Expected reduction dim " + std::to_string(w) + " to have non-zero size.");
+  }
+  Prepared p;
+  p.op = op;
+  p.types = {in, in, minmax_acc_dtype(in), in};
+  p.variant = lookup_variant(op, self.device().type(), "auto");
+  const std::vector<int64_t> dims = dim ? std::vector<int64_t>{*dim} : std::vector<int64_t>{};
+  // Every dim: positions in the flattened (row-major) order, as torch's, which a layout folded
+  // in memory order would not give for other strides.
+  plan_layout(p, dim || self.is_contiguous() ? self : self.contiguous(), dim ? at::OptionalIntArrayRef(dims) : std::nullopt,
+              keepdim);
+  return p;
+}
+
 bool exact_applies(const at::Tensor& self, std::optional<at::ScalarType> dtype) {
   return at::isFloatingType(self.scalar_type()) && at::isFloatingType(dtype ? *dtype : self.scalar_type());
 }
@@ -646,6 +672,26 @@ std::tuple<at::Tensor, at::Tensor> aminmax(const at::Tensor& x, std::optional<in
   return op.call(x, dim, keepdim);
 }
 
+std::tuple<at::Tensor, at::Tensor> max(const at::Tensor& x, int64_t dim, bool keepdim) {
+  static const auto op = op_handle<MaxDimSignature>("treduce::max");
+  return op.call(x, dim, keepdim);
+}
+
+std::tuple<at::Tensor, at::Tensor> min(const at::Tensor& x, int64_t dim, bool keepdim) {
+  static const auto op = op_handle<MaxDimSignature>("treduce::min");
+  return op.call(x, dim, keepdim);
+}
+
+at::Tensor argmax(const at::Tensor& x, std::optional<int64_t> dim, bool keepdim) {
+  static const auto op = op_handle<ArgSignature>("treduce::argmax");
+  return op.call(x, dim, keepdim);
+}
+
+at::Tensor argmin(const at::Tensor& x, std::optional<int64_t> dim, bool keepdim) {
+  static const auto op = op_handle<ArgSignature>("treduce::argmin");
+  return op.call(x, dim, keepdim);
+}
+
 #ifndef TREDUCE_WITH_CUDA
 VariantTable cuda_variants() { return {nullptr, 0}; }
 #endif
@@ -680,6 +726,12 @@ TORCH_LIBRARY(treduce, m) {
   m.def("all(Tensor self, int[1]? dim=None, bool keepdim=False) -> Tensor");
   m.def("count_nonzero(Tensor self, int[1]? dim=None) -> Tensor");
   m.def("aminmax(Tensor self, *, int? dim=None, bool keepdim=False) -> (Tensor min, Tensor max)");
+  // The extrema with their positions (the first one; NaN wins): aten's max.dim, min.dim, argmax
+  // and argmin. (max and min of every dim are amax and amin.)
+  m.def("max(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)");
+  m.def("min(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)");
+  m.def("argmax(Tensor self, int? dim=None, bool keepdim=False) -> Tensor");
+  m.def("argmin(Tensor self, int? dim=None, bool keepdim=False) -> Tensor");
   // The exact sum's state (exact.h), for sums whose partial states are added elsewhere (across
   // processes, by an integer all-reduce): the reduced shape plus a dim of int64 words. Rounded
   // once by _exact_round into the result dtype, it is sum(variant="exact").

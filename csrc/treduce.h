@@ -32,6 +32,9 @@ using VarMeanSignature = std::tuple<at::Tensor, at::Tensor>(const at::Tensor&, a
 using LogicSignature = at::Tensor(const at::Tensor&, at::OptionalIntArrayRef, bool);
 using CountSignature = at::Tensor(const at::Tensor&, at::OptionalIntArrayRef);
 using AMinMaxSignature = std::tuple<at::Tensor, at::Tensor>(const at::Tensor&, std::optional<int64_t>, bool);
+// max and min over a dim (aten's max.dim), argmax and argmin (aten's).
+using MaxDimSignature = std::tuple<at::Tensor, at::Tensor>(const at::Tensor&, int64_t, bool);
+using ArgSignature = at::Tensor(const at::Tensor&, std::optional<int64_t>, bool);
 
 // torch.sum(x, dim, keepdim, dtype=dtype), computed by the named variant on x's device (see
 // torch_reduce.variants() or the README). dim: nullopt or {} reduces every dim; variants other
@@ -80,5 +83,12 @@ at::Tensor all(const at::Tensor& x, at::OptionalIntArrayRef dim = std::nullopt, 
 at::Tensor count_nonzero(const at::Tensor& x, at::OptionalIntArrayRef dim = std::nullopt);
 std::tuple<at::Tensor, at::Tensor> aminmax(const at::Tensor& x, std::optional<int64_t> dim = std::nullopt,
                                            bool keepdim = false);
+
+// torch.max and torch.min over a dim: (values, indices), the index of the first extremum (NaN
+// wins); torch.argmax and torch.argmin (dim nullopt: the position in the flattened tensor).
+std::tuple<at::Tensor, at::Tensor> max(const at::Tensor& x, int64_t dim, bool keepdim = false);
+std::tuple<at::Tensor, at::Tensor> min(const at::Tensor& x, int64_t dim, bool keepdim = false);
+at::Tensor argmax(const at::Tensor& x, std::optional<int64_t> dim = std::nullopt, bool keepdim = false);
+at::Tensor argmin(const at::Tensor& x, std::optional<int64_t> dim = std::nullopt, bool keepdim = false);
 
 }  // namespace treduce

@@ -6,7 +6,9 @@ auto also from misaligned starts.
 Then auto over dims, for every op (the statistics too): each kernel of kernels/dims.cuh (teams per row, row segments
 with their combine, columns with and without splits, vector and element loads, strided views).
 Then variant="exact" over the same dims and sizes, with data over many binades (kernels/exact.cuh).
-(`python scripts/sanitize_cases.py exact` runs these only.) Exits non-zero if any result is wrong.
+Then any, all, count_nonzero, aminmax, max, min, argmax and argmin over the same dims and sizes.
+(`python scripts/sanitize_cases.py exact` or `... logic` runs those only.) Exits non-zero if any
+result is wrong.
 """
 
 import sys
@@ -134,7 +136,41 @@ def main(only_exact: bool = False) -> int:
                     failures += 1
                     print(f"WRONG {op}{args} {name} {dtype}")
     print(f"sanitize_cases: {checked - failures} passed, {failures} failed (all but exact)")
-    return max(1 if failures else 0, exact_cases())
+    return max(1 if failures else 0, logic_cases(), exact_cases())
+
+
+def logic_cases() -> int:
+    """any, all, count_nonzero (sums of x != 0, 1-byte inputs counted four at a time), aminmax and
+    the indexed max, min, argmax, argmin: every dims path and full reductions from aligned and
+    misaligned starts, against torch's CPU results (exact)."""
+    failures = 0
+    checked = 0
+    inputs = [(name, make, dims) for name, make, dims in DIMS_CASES]
+    inputs += [(f"n={n} offset={o}", (lambda d, n=n, o=o: _small_ints((n + o,), d)[o:]), None)
+               for n in SIZES[1:] + SHORT_SIZES for o in (0, 1, 3)]
+    for name, make, dims in inputs:
+        for dtype in (torch.bool, torch.uint8, torch.int8, torch.int64, torch.bfloat16, torch.float32, torch.float64):
+            x = make(dtype)
+            xc = x.cpu()
+            one = dims if isinstance(dims, int) else None  # the ops of one dim
+            calls = [(op, (dims,) if dims is not None else ()) for op in ("any", "all", "count_nonzero")]
+            calls += [("aminmax", {"dim": one})]
+            if one is not None:
+                calls += [(op, (one,)) for op in ("max", "min")]
+            if dtype != torch.bool:
+                calls += [(op, (one,)) for op in ("argmax", "argmin")]
+            for op, args in calls:
+                if isinstance(args, dict):
+                    got, want = getattr(torch_reduce, op)(x, **args), getattr(torch, op)(xc, **args)
+                else:
+                    got, want = getattr(torch_reduce, op)(x, *args), getattr(torch, op)(xc, *args)
+                got, want = (got if isinstance(got, tuple) else (got,)), (want if isinstance(want, tuple) else (want,))
+                checked += 1
+                if not all(g.dtype == w.dtype and torch.equal(g.cpu(), w) for g, w in zip(got, want)):
+                    failures += 1
+                    print(f"WRONG {op}{args} {name} {dtype}")
+    print(f"sanitize_cases: {checked - failures} passed, {failures} failed (logic and indexed)")
+    return 1 if failures else 0
 
 
 def exact_cases() -> int:
@@ -165,4 +201,6 @@ def exact_cases() -> int:
 
 
 if __name__ == "__main__":
+    if sys.argv[1:] == ["logic"]:
+        sys.exit(logic_cases())
     sys.exit(main(only_exact=sys.argv[1:] == ["exact"]))

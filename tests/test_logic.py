@@ -1,4 +1,4 @@
-"""any, all, count_nonzero and aminmax against torch's: dtypes, shapes and values (exact: counts,
+"""any, all, count_nonzero, aminmax, max, min, argmax and argmin against torch's: dtypes, shapes and values (exact: counts,
 truth values and extrema have one right answer), NaN, -0.0, infinities, 1-byte inputs at every
 alignment, empty dims, errors, autograd, opcheck and torch.compile, on CPU and (when there is
 one) CUDA."""
@@ -85,6 +85,8 @@ def test_logic_values(device, dtype, shape, dim):
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("shape,dim", CASES, ids=IDS)
 def test_aminmax_values(device, dtype, shape, dim):
+    """Against torch's CPU kernel: torch's CUDA aminmax drops keepdim when there is no dim (a 0-d
+    result where its CPU kernel keeps every dim as size 1); ours keeps them on both devices."""
     gen, seed = fresh_generator(device)
     x = _data(shape, dtype, device, gen, zeros=0.1)
     if dtype.is_floating_point and x.numel() >= 8:
@@ -96,15 +98,15 @@ def test_aminmax_values(device, dtype, shape, dim):
         for keepdim in (False, True):
             what = f"aminmax(dim={d}, keepdim={keepdim}) {dtype} seed {seed}"
             try:
-                want = torch.aminmax(x, dim=d, keepdim=keepdim)
+                want = torch.aminmax(x.cpu(), dim=d, keepdim=keepdim)
             except (RuntimeError, IndexError) as e:  # no identity: an empty reduction
                 with pytest.raises(type(e), match=re.escape(str(e).splitlines()[0])):
                     torch_reduce.aminmax(x, dim=d, keepdim=keepdim)
                 continue
             got = torch_reduce.aminmax(x, dim=d, keepdim=keepdim)
-            assert type(got) is type(want), what
-            _check(got.min, want.min, what + " min")
-            _check(got.max, want.max, what + " max")
+            assert type(got) is type(want) and got.min.device == x.device, what
+            _check(got.min.cpu(), want.min, what + " min")
+            _check(got.max.cpu(), want.max, what + " max")
     assert torch.equal(storage_bytes(x), before), "wrote to its input"
 
 
@@ -236,5 +238,164 @@ def test_past_int32(dtype):
     assert torch_reduce.any(x).item() and torch_reduce.count_nonzero(x).item() == 1
     lo, hi = torch_reduce.aminmax(x)
     assert lo.item() == 0 and hi.item() == (7 if dtype == torch.uint8 else 1)
+    del x
+    torch.cuda.empty_cache()
+
+
+def _tied_data(shape, dtype, device, gen):
+    """Few distinct values, so that every row has ties of its extrema; floats with NaN in a few
+    places (in some rows more than one) and -0.0 beside 0.0."""
+    x = torch.randint(-3, 4, shape, generator=gen, device=device)
+    if dtype == torch.bool:
+        return x > 0
+    x = x.to(dtype)
+    if dtype.is_floating_point and x.numel() >= 16:
+        flat = x.view(-1)
+        idx = torch.randperm(flat.numel(), generator=gen, device=device)
+        flat[idx[: max(2, flat.numel() // 200)]] = float("nan")
+        flat[idx[-4:]] = -0.0
+    return x
+
+
+ARG_OPS = ("max", "min", "argmax", "argmin")
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape,dim", CASES, ids=IDS)
+def test_indexed_values(device, dtype, shape, dim):
+    """Values and indices equal to torch's CPU kernel's (the first extremum; the first NaN)."""
+    gen, seed = fresh_generator(device)
+    x = _tied_data(shape, dtype, device, gen)
+    before = storage_bytes(x)
+    poison_cuda_allocator(device)
+    ref = x.cpu()
+    dims = [dim] if isinstance(dim, int) else []
+    for op in ARG_OPS:
+        for d in dims + [None]:
+            for keepdim in (False, True):
+                if op in ("max", "min") and d is None and keepdim:
+                    continue  # a TypeError in torch
+                what = f"{op}(dim={d}, keepdim={keepdim}) {dtype} seed {seed}"
+                args = () if d is None and not keepdim else (d, keepdim)
+                try:
+                    want = getattr(torch, op)(ref, *args)
+                except (RuntimeError, IndexError) as e:
+                    with pytest.raises(type(e), match=re.escape(str(e).splitlines()[0])):
+                        getattr(torch_reduce, op)(x, *args)
+                    continue
+                got = getattr(torch_reduce, op)(x, *args)
+                if isinstance(want, tuple):
+                    assert type(got) is type(want), what
+                    _check(got.values.cpu(), want.values, what + " values")
+                    _check(got.indices.cpu(), want.indices, what + " indices")
+                else:
+                    _check(got.cpu(), want, what)
+    assert torch.equal(storage_bytes(x), before), "wrote to its input"
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", (torch.float32, torch.bfloat16, torch.int32, torch.uint8))
+def test_indexed_far_ties(device, dtype):
+    """The same extremum at several positions far apart (other blocks, segments, tiles): the first
+    one, over every dim, a transposed view and a sliced one; NaN beats them."""
+    gen, seed = fresh_generator(device)
+    for n in (1000, 65_537, 1_000_003):
+        x = torch.randint(0, 50, (n,), generator=gen, device=device).to(dtype)
+        pos = sorted(torch.randperm(n, generator=torch.Generator().manual_seed(seed + n))[:5].tolist())
+        x[pos] = 100
+        x[pos[2]: pos[2] + 1] = 0 if dtype == torch.uint8 else -100
+        for t in (x, x[1:], x.view(-1, 1).expand(n, 3).t()):
+            for op in ARG_OPS:
+                want = getattr(torch, op)(t.cpu(), 0) if op in ("max", "min") else getattr(torch, op)(t.cpu())
+                got = getattr(torch_reduce, op)(t, 0) if op in ("max", "min") else getattr(torch_reduce, op)(t)
+                if op in ("max", "min"):
+                    _check(got.indices.cpu(), want.indices, f"{op} n={n} seed {seed}")
+                else:
+                    _check(got.cpu(), want, f"{op} n={n} seed {seed}")
+        if dtype.is_floating_point:
+            x[pos[3]] = float("nan")
+            x[pos[4]] = float("nan")
+            assert torch_reduce.argmax(x).item() == pos[3] and torch_reduce.argmin(x).item() == pos[3]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_indexed_errors(device):
+    x = torch.ones(3, 4, device=device)
+    calls = [("argmax", (torch.ones(3, dtype=torch.bool, device=device),), {}),
+             ("argmin", (torch.empty(0, device=device),), {}),
+             ("argmax", (torch.empty(3, 0, device=device), 1), {}),
+             ("max", (torch.empty(3, 0, device=device), 1), {}),
+             ("min", (torch.empty(0, device=device),), {}),
+             ("max", (x, 2), {}), ("argmin", (x, -3), {})]
+    for op, args, kwargs in calls:
+        with pytest.raises(Exception) as expected:
+            getattr(torch, op)(*args, **kwargs)
+        with pytest.raises(type(expected.value), match=re.escape(str(expected.value).splitlines()[0])):
+            getattr(torch_reduce, op)(*args, **kwargs)
+    with pytest.raises(TypeError):
+        torch_reduce.max(x, keepdim=True)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_indexed_autograd(device):
+    """max and min over a dim: the gradient reaches the returned position (torch's rule); of every
+    dim it is split among the ties, as torch's; argmax has none."""
+    x = torch.randint(-2, 3, (5, 7), device=device).double().requires_grad_()
+    for op in ("max", "min"):
+        for dim, keepdim in ((1, False), (0, True), (-1, True)):
+            g = torch.randn(getattr(torch, op)(x, dim, keepdim).values.shape, device=device, dtype=torch.float64)
+            want = torch.autograd.grad(getattr(torch, op)(x, dim, keepdim).values, x, g)[0]
+            got = torch.autograd.grad(getattr(torch_reduce, op)(x, dim, keepdim).values, x, g)[0]
+            assert torch.equal(got, want), (op, dim, keepdim)
+        want = torch.autograd.grad(getattr(torch, op)(x), x)[0]
+        got = torch.autograd.grad(getattr(torch_reduce, op)(x), x)[0]
+        assert torch.equal(got, want), op
+        torch.autograd.gradcheck(lambda t: getattr(torch_reduce, op)(t, 1).values, (torch.randn(4, 6, device=device,
+                                 dtype=torch.float64, requires_grad=True),))
+    s = torch.tensor(3.0, device=device, requires_grad=True)
+    torch_reduce.max(s, 0).values.backward()
+    assert s.grad.item() == 1.0
+    assert not torch_reduce.argmax(x, 1).requires_grad and not torch_reduce.max(x, 1).indices.requires_grad
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("requires_grad", (False, True))
+def test_indexed_opcheck(device, requires_grad):
+    x = torch.randn(6, 9, device=device, requires_grad=requires_grad)
+    for op in ("max", "min"):
+        overload = getattr(torch.ops.treduce, op).default
+        torch.library.opcheck(overload, (x, 1))
+        torch.library.opcheck(overload, (x, 0, True))
+    for op in ("argmax", "argmin"):
+        overload = getattr(torch.ops.treduce, op).default
+        torch.library.opcheck(overload, (x,))
+        torch.library.opcheck(overload, (x, 1, True))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_indexed_compile(device):
+    def f(x):
+        v, i = torch_reduce.max(x, -1)
+        return v * torch_reduce.argmin(x, -1) + i + torch_reduce.argmax(x) + torch_reduce.min(x)
+
+    x = torch.randn(8, 33, device=device, requires_grad=True)
+    compiled = torch.compile(f, fullgraph=True)
+    torch.testing.assert_close(compiled(x), f(x))
+    torch.testing.assert_close(torch.autograd.grad(compiled(x).sum(), x)[0], torch.autograd.grad(f(x).sum(), x)[0])
+
+
+@cuda_only
+def test_indexed_past_int32():
+    """Positions past 2^31 (int64 throughout), over every dim and one."""
+    n = (1 << 31) + 5
+    x = torch.zeros(n, dtype=torch.uint8, device="cuda")
+    x[n - 2] = 9
+    assert torch_reduce.argmax(x).item() == n - 2
+    v, i = torch_reduce.max(x, 0)
+    assert v.item() == 9 and i.item() == n - 2
+    x[n - 2] = 0
+    x[-1] = 1
+    assert torch_reduce.argmin(x).item() == 0 and torch_reduce.argmax(x).item() == n - 1
     del x
     torch.cuda.empty_cache()

@@ -110,6 +110,13 @@ ROUTED = [
     ("torch.aminmax(x)", "aminmax"),
     ("x.aminmax(dim=1, keepdim=True)", "aminmax"),
     ("torch.aminmax(i, dim=-1)", "aminmax"),
+    ("torch.max(x)", "max"),
+    ("x.max(1)", "max"),
+    ("torch.min(x, dim=-1, keepdim=True)", "min"),
+    ("i.min()", "min"),
+    ("x.argmax()", "argmax"),
+    ("torch.argmin(x, 1, True)", "argmin"),
+    ("i.argmax(dim=0)", "argmax"),
 ]
 
 ROUTED_TOO = "routed"  # a fallback of the Python mode that the dispatcher mode routes
@@ -136,6 +143,9 @@ FALLBACKS = [
     fallback("torch.any(x, 1, out=torch.empty(0, dtype=torch.bool, device=x.device))", "any", "out=", "out="),
     fallback("torch.aminmax(x, dim=1, out=(out, out.clone()))", "aminmax", "out=", "out="),
     fallback("torch.any(c, 1)", "any", "input dtype", "input dtype"),
+    fallback("torch.argmax(x, 1, out=torch.empty(0, dtype=torch.int64, device=x.device))", "argmax", "out=", "out="),
+    # torch.max(x, other) is elementwise (aten::maximum): not a reduction.
+    fallback("torch.max(x, x)", "max", "arguments", UNSEEN),
     fallback("n.sum('C')", "sum", "named dim", "named tensor", needs_named_tensors),
     fallback("n.mean(['A', 'C'], keepdim=True)", "mean", "named dim", "named tensor", needs_named_tensors),
     fallback("n.sum(1)", "sum", "named tensor", "named tensor", needs_named_tensors),

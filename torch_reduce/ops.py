@@ -6,6 +6,7 @@ function would cost every call, with or without gradients, a trip through the in
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Sequence
 from typing import NamedTuple, Union
 
@@ -39,6 +40,10 @@ _ANY = torch.ops.treduce.any.default
 _ALL = torch.ops.treduce.all.default
 _COUNT_NONZERO = torch.ops.treduce.count_nonzero.default
 _AMINMAX = torch.ops.treduce.aminmax.default
+_MAX = torch.ops.treduce.max.default
+_MIN = torch.ops.treduce.min.default
+_ARGMAX = torch.ops.treduce.argmax.default
+_ARGMIN = torch.ops.treduce.argmin.default
 
 
 class Variant(NamedTuple):
@@ -244,6 +249,44 @@ def aminmax(x: torch.Tensor, *, dim: int | None = None, keepdim: bool = False):
     return torch.return_types.aminmax((lo, hi))
 
 
+def _extremum(name, all_dims, op, result, x, dim, keepdim):
+    if dim is None:
+        if keepdim:
+            raise TypeError(f"{name}() received an invalid combination of arguments: keepdim without dim")
+        if x.numel() == 0:  # torch's error: no identity
+            raise RuntimeError(f"{name}(): Expected reduction dim to be specified for input.numel() == 0. "
+                               "Specify the reduction dim with the 'dim' argument.")
+        return all_dims(x)
+    return result(op(x, dim, keepdim) if keepdim else op(x, dim))
+
+
+def max(x: torch.Tensor, dim: int | None = None, keepdim: bool = False):
+    """``torch.max``: without ``dim`` the largest element (NaN propagating, as ``amax``); with
+    ``dim`` the named tuple ``(values, indices)`` of ``torch.return_types.max``, the index of the
+    first largest element (NaN counts as the largest)."""
+    return _extremum("max", _AMAX, _MAX, torch.return_types.max, x, dim, keepdim)
+
+
+def min(x: torch.Tensor, dim: int | None = None, keepdim: bool = False):
+    """``torch.min``: as :func:`max`, for the smallest element."""
+    return _extremum("min", _AMIN, _MIN, torch.return_types.min, x, dim, keepdim)
+
+
+def argmax(x: torch.Tensor, dim: int | None = None, keepdim: bool = False) -> torch.Tensor:
+    """``torch.argmax``: the int64 index of the first largest element (NaN counts as the largest)
+    over ``dim``, or in the flattened tensor for ``dim=None``."""
+    if keepdim:
+        return _ARGMAX(x, dim, keepdim)
+    return _ARGMAX(x) if dim is None else _ARGMAX(x, dim)
+
+
+def argmin(x: torch.Tensor, dim: int | None = None, keepdim: bool = False) -> torch.Tensor:
+    """``torch.argmin``: as :func:`argmax`, for the smallest element."""
+    if keepdim:
+        return _ARGMIN(x, dim, keepdim)
+    return _ARGMIN(x) if dim is None else _ARGMIN(x, dim)
+
+
 def variants(device: str | torch.device = "cuda") -> list[Variant]:
     """The variants that tensors on ``device`` ('cpu' or 'cuda') can use, in ladder order.
 
@@ -264,7 +307,7 @@ def _reduced_shape(x: torch.Tensor, dim: list[int] | None, keepdim: bool) -> lis
     if not dim:
         reduced = set(range(ndim))
     else:
-        reduced = {d % max(ndim, 1) for d in dim} if ndim else set()
+        reduced = {d % builtins.max(ndim, 1) for d in dim} if ndim else set()
     return [1 if i in reduced else s for i, s in enumerate(x.shape) if keepdim or i not in reduced]
 
 
@@ -347,6 +390,21 @@ def _count_nonzero_fake(x, dim=None):
 def _aminmax_fake(x, *, dim=None, keepdim=False):
     shape = _reduced_shape(x, None if dim is None else [dim], keepdim)
     return x.new_empty(shape), x.new_empty(shape)
+
+
+def _max_dim_fake(x, dim, keepdim=False):
+    shape = _reduced_shape(x, [dim], keepdim)
+    return x.new_empty(shape), x.new_empty(shape, dtype=torch.int64)
+
+
+def _arg_fake(x, dim=None, keepdim=False):
+    return x.new_empty(_reduced_shape(x, None if dim is None else [dim], keepdim), dtype=torch.int64)
+
+
+for _name in ("max", "min"):
+    torch.library.register_fake(f"treduce::{_name}")(_max_dim_fake)
+for _name in ("argmax", "argmin"):
+    torch.library.register_fake(f"treduce::{_name}")(_arg_fake)
 
 
 @torch.library.register_fake("treduce::_exact_state")

@@ -7,13 +7,15 @@
 
 Two modes. Counts: ov.routed and ov.fallback count calls by function ("sum", "mean", "amax",
 "amin", "var", "std", "var_mean", "std_mean", "nansum", "nanmean", "logsumexp", "prod",
-"vector_norm", torch.norm's calls included, "any", "all", "count_nonzero", "aminmax"),
+"vector_norm", torch.norm's calls included, "any", "all", "count_nonzero", "aminmax", "max", "min",
+"argmax", "argmin"),
 ov.fallback_reasons by reason.
 
 mode="dispatcher" (the default): while a block is open, torch_reduce's kernels are aten's CPU and
 CUDA kernels of sum, sum.dim_IntList, mean, mean.dim, amax, amin, the correction overloads of
 var, std, var_mean and std_mean, nansum, nanmean, logsumexp, prod, prod.dim_int,
-linalg_vector_norm, any and all (every dim, .dim, .dims), count_nonzero.dim_IntList and aminmax
+linalg_vector_norm, any and all (every dim, .dim, .dims), count_nonzero.dim_IntList, aminmax, max
+and min (every dim, .dim), argmax and argmin
 (csrc/aten_override.cpp; torch.var(x, unbiased), torch.norm's vector norms, count_nonzero(x, dim)
 and the other overloads are torch's composites over these).
 Every caller reaches them, C++ callers included (autograd's reductions, at::sum in other
@@ -32,8 +34,9 @@ them (only an aten call that inductor leaves to eager code reaches torch_reduce)
 mode="python": a TorchFunctionMode. torch.sum, torch.mean, torch.amax, torch.amin, torch.var,
 torch.std, torch.var_mean, torch.std_mean, torch.nansum, torch.nanmean, torch.logsumexp,
 torch.prod, torch.linalg.vector_norm, torch.norm's vector norms (p a number or "fro" over at
-most two dims), torch.any, torch.all, torch.count_nonzero, torch.aminmax and the Tensor methods
-of the same names go to the
+most two dims), torch.any, torch.all, torch.count_nonzero, torch.aminmax, torch.max, torch.min
+(their reductions; max(x, other) is elementwise and stays torch's), torch.argmax, torch.argmin
+and the Tensor methods of the same names go to the
 torch_reduce functions of the same names ("auto"), with the same arguments; every torch call passes through one Python function, which costs eager
 code a few microseconds a call, and calls made inside torch (C++) are not seen. A call the ops do
 not take (out=, named dims or tensors, a dtype outside SUPPORTED_DTYPES, a device other than
@@ -79,6 +82,10 @@ _ROUTES = {
     torch.all: "all", torch.Tensor.all: "all",
     torch.count_nonzero: "count_nonzero", torch.Tensor.count_nonzero: "count_nonzero",
     torch.aminmax: "aminmax", torch.Tensor.aminmax: "aminmax",
+    torch.max: "max", torch.Tensor.max: "max",
+    torch.min: "min", torch.Tensor.min: "min",
+    torch.argmax: "argmax", torch.Tensor.argmax: "argmax",
+    torch.argmin: "argmin", torch.Tensor.argmin: "argmin",
 }
 # Each wrapper's positional parameters (as torch's function has them) and its keyword-only ones;
 # both go to the wrapper by name.
@@ -91,6 +98,7 @@ _SIGNATURES = {
     "prod": (_REDUCE[0], ("dtype",)), "vector_norm": (("input", "ord", "dim", "keepdim"), ("dtype",)),
     "norm": (("input", "p", "dim", "keepdim", "out", "dtype"), ()),
     "any": _REDUCE, "all": _REDUCE, "count_nonzero": (("input", "dim"), ()), "aminmax": (("input",), ("dim", "keepdim")),
+    "max": _REDUCE, "min": _REDUCE, "argmax": _REDUCE, "argmin": _REDUCE,
 }
 # Autocast may run these in float32 (CUDA's does for aten::sum); a custom op gets no such cast.
 _AUTOCAST_FP32 = frozenset({"sum", "logsumexp", "prod", "vector_norm", "norm"})
@@ -145,8 +153,10 @@ def _parse(name: str, args: tuple, kwargs: dict):
         return "arguments"  # dim is required
     if name == "prod" and (isinstance(dim, (list, tuple)) or ("keepdim" in call and dim is None)):
         return "arguments"  # one dim only; torch.prod(x, keepdim=True) is a TypeError
-    if name == "aminmax" and isinstance(dim, (list, tuple)):
+    if name in ("aminmax", "max", "min", "argmax", "argmin") and isinstance(dim, (list, tuple)):
         return "arguments"  # one dim only
+    if name in ("max", "min") and "keepdim" in call and dim is None:
+        return "arguments"  # torch.max(x, keepdim=True) is a TypeError; torch.max(x, other) is elementwise
     if name == "norm":  # torch.norm: its vector norms are torch.linalg.vector_norm's
         call.pop("out", None)
         p = call.pop("p", "fro")

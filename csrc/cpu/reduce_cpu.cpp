@@ -141,8 +141,15 @@ auto simd_sum(const In* x, int64_t n) {
 // third, so a lane's rounding error grows with about 48 additions, not with the 4096 of a 64K
 // chunk (float32 2^24: relative error 4.7e-6 -> torch's 7e-7). `stride` is 1 for contiguous
 // runs (the case that vectorises); sums sum_simd.h has a kernel for go there.
+// Value v at position i of the reduced dim into accumulator a (indexed operators keep i).
+template <class Op, class A, class V>
+A reduce_one(const A& a, V v, int64_t i) {
+  if constexpr (is_indexed_v<Op>) return Op::reduce_at(a, v, i);
+  else return Op::reduce(a, v);
+}
+
 template <class In, class Mid, class Op>
-typename Op::acc_t chunk_reduce(const In* x, int64_t n, int64_t stride) {
+typename Op::acc_t chunk_reduce(const In* x, int64_t n, int64_t stride, int64_t first = 0) {
   if constexpr (kSimdSum<In, Mid, Op>) {
     if (stride == 1) return simd_sum(x, n);
   }
@@ -160,7 +167,8 @@ typename Op::acc_t chunk_reduce(const In* x, int64_t n, int64_t stride) {
         for (Acc& l : low) l = Op::identity();
         const int64_t end = std::min(rows, r1 + kStep);
         for (int64_t r = r1; r < end; ++r)
-          for (int j = 0; j < kLanes; ++j) low[j] = Op::reduce(low[j], L::apply(load(r * kLanes + j)));
+          for (int j = 0; j < kLanes; ++j)
+            low[j] = reduce_one<Op>(low[j], L::apply(load(r * kLanes + j)), first + r * kLanes + j);
         for (int j = 0; j < kLanes; ++j) mid[j] = Op::combine(mid[j], low[j]);
       }
       for (int j = 0; j < kLanes; ++j) top[j] = Op::combine(top[j], mid[j]);
@@ -168,7 +176,7 @@ typename Op::acc_t chunk_reduce(const In* x, int64_t n, int64_t stride) {
   };
   if (stride == 1) cascade([x](int64_t i) { return x[i]; });
   else cascade([x, stride](int64_t i) { return x[i * stride]; });
-  for (int64_t i = rows * kLanes, j = 0; i < n; ++i, ++j) top[j] = Op::reduce(top[j], L::apply(x[i * stride]));
+  for (int64_t i = rows * kLanes, j = 0; i < n; ++i, ++j) top[j] = reduce_one<Op>(top[j], L::apply(x[i * stride]), first + i);
   for (int w = kLanes / 2; w > 0; w /= 2)
     for (int j = 0; j < w; ++j) top[j] = Op::combine(top[j], top[j + w]);
   return top[0];
@@ -207,7 +215,7 @@ struct Sink {
   void put(int64_t i, const A& v) const {
     store(ptr, dtype, i, Op::project(v, args));
     if constexpr (Op::kOutputs == 2) {
-      if (second) store(second, dtype, i, Op::project2(v, args));
+      if (second) store(second, second_dtype<Op>(dtype, DType::Int64), i, Op::project2(v, args));
     }
   }
 };
@@ -223,7 +231,7 @@ void reduce_rows(const In* x, const Layout3& l, const Sink& out) {
   const auto chunk = [&](int64_t o, int64_t c) {  // chunk c of row o
     const int64_t begin = c * kChunk;
     return Acc(chunk_reduce<In, Mid, Chunk>(x + o * l.in_outer + begin * l.in_reduced,
-                                            std::min(kChunk, l.reduced - begin), l.in_reduced));
+                                            std::min(kChunk, l.reduced - begin), l.in_reduced, begin));
   };
   // Short rows: several per task, so that a task reads at least ~32K elements.
   const int64_t grain = std::max<int64_t>(1, (int64_t(1) << 15) / std::min(l.reduced, kChunk));
@@ -270,9 +278,9 @@ void reduce_columns(const In* x, const Layout3& l, const Sink& out) {
       for (int64_t r = r1; r < std::min(end, r1 + kStep); ++r) {
         const In* row = base + r * l.in_reduced;
         if (l.in_inner == 1) {
-          for (int64_t j = 0; j < width; ++j) low[j] = Op::reduce(low[j], L::apply(row[j]));
+          for (int64_t j = 0; j < width; ++j) low[j] = reduce_one<Op>(low[j], L::apply(row[j]), r);
         } else {
-          for (int64_t j = 0; j < width; ++j) low[j] = Op::reduce(low[j], L::apply(row[j * l.in_inner]));
+          for (int64_t j = 0; j < width; ++j) low[j] = reduce_one<Op>(low[j], L::apply(row[j * l.in_inner]), r);
         }
       }
       for (int64_t j = 0; j < width; ++j) acc[j] = Op::combine(acc[j], low[j]);
@@ -638,6 +646,36 @@ std::tuple<at::Tensor, at::Tensor> aminmax_cpu(const at::Tensor& self, std::opti
   TORCH_INTERNAL_ASSERT(false, "no instantiation for this dtype");
 }
 
+// max and min over a dim, argmax and argmin: one operator a direction, values and positions.
+template <ReduceOp kOp>
+void run_indexed(const Prepared& p) {
+  constexpr bool kMax = is_max_kind(kOp);
+  switch (p.types.in) {
+#define TREDUCE_DISPATCH(IN, ACC)                                                                         \
+  case DType::IN: {                                                                                       \
+    using In = ctype_t<DType::IN>;                                                                        \
+    return reduce_auto<In, In, ArgExtremumOp<ctype_t<DType::ACC>, kMax>>(p.input.const_data_ptr<In>(), p.layout, \
+                                                                         sink_of(p));                     \
+  }
+    TREDUCE_MINMAX_COMBOS(TREDUCE_DISPATCH)
+#undef TREDUCE_DISPATCH
+  }
+}
+
+template <ReduceOp kOp>
+std::tuple<at::Tensor, at::Tensor> max_dim_cpu(const at::Tensor& self, int64_t dim, bool keepdim) {
+  const Prepared p = prepare_indexed(kOp, self, dim, keepdim);
+  if (!p.done) run_indexed<kOp>(p);
+  return {p.out, p.out2};
+}
+
+template <ReduceOp kOp>
+at::Tensor arg_cpu(const at::Tensor& self, std::optional<int64_t> dim, bool keepdim) {
+  const Prepared p = prepare_indexed(kOp, self, dim, keepdim);
+  if (!p.done) run_indexed<kOp>(p);
+  return p.out2;
+}
+
 template <ReduceOp kOp>
 at::Tensor var_cpu(const at::Tensor& self, at::OptionalIntArrayRef dim, const std::optional<at::Scalar>& correction,
                    bool keepdim) {
@@ -670,7 +708,9 @@ DeviceKernels cpu_kernels() {
           &cpu::logsumexp_cpu,                    &cpu::prod_cpu,
           &cpu::norm_cpu,
           &cpu::logic_cpu<ReduceOp::Any>,         &cpu::logic_cpu<ReduceOp::All>,
-          &cpu::count_nonzero_cpu,                &cpu::aminmax_cpu};
+          &cpu::count_nonzero_cpu,                &cpu::aminmax_cpu,
+          &cpu::max_dim_cpu<ReduceOp::MaxDim>,    &cpu::max_dim_cpu<ReduceOp::MinDim>,
+          &cpu::arg_cpu<ReduceOp::ArgMax>,        &cpu::arg_cpu<ReduceOp::ArgMin>};
 }
 
 }  // namespace treduce
@@ -696,4 +736,8 @@ TORCH_LIBRARY_IMPL(treduce, CPU, m) {
   m.impl("all", k.all);
   m.impl("count_nonzero", k.count_nonzero);
   m.impl("aminmax", k.aminmax);
+  m.impl("max", k.max);
+  m.impl("min", k.min);
+  m.impl("argmax", k.argmax);
+  m.impl("argmin", k.argmin);
 }

@@ -152,6 +152,18 @@ cudaError_t launch_reduce(const ReduceArgs& a, size_t* workspace_bytes) {
       TREDUCE_MINMAX_COMBOS(TREDUCE_DISPATCH)
 #undef OP
       break;
+    case ReduceOp::MaxDim:
+    case ReduceOp::ArgMax:  // values and positions; argmax keeps the positions
+#define OP ArgMaxOp
+      TREDUCE_MINMAX_COMBOS(TREDUCE_DISPATCH)
+#undef OP
+      break;
+    case ReduceOp::MinDim:
+    case ReduceOp::ArgMin:
+#define OP ArgMinOp
+      TREDUCE_MINMAX_COMBOS(TREDUCE_DISPATCH)
+#undef OP
+      break;
     case ReduceOp::Any:
     case ReduceOp::All:
     case ReduceOp::CountNonzero:  // the int64 sum of x != 0; a.project.logic says what is stored

@@ -247,6 +247,22 @@ std::tuple<at::Tensor, at::Tensor> aminmax_cuda(const at::Tensor& self, std::opt
   return {p.out, p.out2};
 }
 
+template <ReduceOp kOp>
+std::tuple<at::Tensor, at::Tensor> max_dim_cuda(const at::Tensor& self, int64_t dim, bool keepdim) {
+  const c10::cuda::CUDAGuard guard(self.device());
+  const Prepared p = prepare_indexed(kOp, self, dim, keepdim);
+  run(p);
+  return {p.out, p.out2};
+}
+
+template <ReduceOp kOp>
+at::Tensor arg_cuda(const at::Tensor& self, std::optional<int64_t> dim, bool keepdim) {
+  const c10::cuda::CUDAGuard guard(self.device());
+  const Prepared p = prepare_indexed(kOp, self, dim, keepdim);
+  run(p);
+  return p.out2;
+}
+
 at::Tensor read_probe_cuda(const at::Tensor& self) {
   TORCH_CHECK(self.is_contiguous(), "treduce._read_probe: expected a contiguous tensor");
   const c10::cuda::CUDAGuard guard(self.device());
@@ -273,7 +289,9 @@ DeviceKernels cuda_kernels() {
           &cuda::logsumexp_cuda,                  &cuda::prod_cuda,
           &cuda::norm_cuda,
           &cuda::logic_cuda<ReduceOp::Any>,       &cuda::logic_cuda<ReduceOp::All>,
-          &cuda::count_nonzero_cuda,              &cuda::aminmax_cuda};
+          &cuda::count_nonzero_cuda,              &cuda::aminmax_cuda,
+          &cuda::max_dim_cuda<ReduceOp::MaxDim>,  &cuda::max_dim_cuda<ReduceOp::MinDim>,
+          &cuda::arg_cuda<ReduceOp::ArgMax>,      &cuda::arg_cuda<ReduceOp::ArgMin>};
 }
 }  // namespace treduce
 
@@ -298,5 +316,9 @@ TORCH_LIBRARY_IMPL(treduce, CUDA, m) {
   m.impl("all", k.all);
   m.impl("count_nonzero", k.count_nonzero);
   m.impl("aminmax", k.aminmax);
+  m.impl("max", k.max);
+  m.impl("min", k.min);
+  m.impl("argmax", k.argmax);
+  m.impl("argmin", k.argmin);
   m.impl("_read_probe", &treduce::cuda::read_probe_cuda);
 }

@@ -118,7 +118,7 @@ __device__ void store_acc(const Sink& s, int64_t i, const A& v) {
   }
   store_value(s.ptr, s.dtype, i, Op::project(v, s.args));
   if constexpr (Op::kOutputs == 2) {
-    if (s.second) store_value(s.second, s.dtype, i, Op::project2(v, s.args));
+    if (s.second) store_value(s.second, second_dtype<Op>(s.dtype, DType::Int64), i, Op::project2(v, s.args));
   }
 }
 
@@ -185,9 +185,11 @@ __device__ __forceinline__ void store_run(const Sink& s, int64_t i, const A (&v)
   store_values_run(s.ptr, s.dtype, i, p);
   if constexpr (Op::kOutputs == 2) {
     if (s.second) {
+      using P2 = decltype(Op::project2(v[0], s.args));  // an int64 position, or P
+      P2 p2[V];
 #pragma unroll
-      for (int j = 0; j < V; ++j) p[j] = Op::project2(v[j], s.args);
-      store_values_run(s.second, s.dtype, i, p);
+      for (int j = 0; j < V; ++j) p2[j] = Op::project2(v[j], s.args);
+      store_values_run(s.second, second_dtype<Op>(s.dtype, DType::Int64), i, p2);
     }
   }
 }

@@ -47,6 +47,28 @@ __device__ __forceinline__ typename R::Acc vector_value(const uint4& v) {
   return typename R::Acc(VecAdd<typename R::In, typename R::Mid, typename R::Op>::reduce(v));
 }
 
+// Element e at position i of the reduced dim into acc: indexed operators keep the position
+// (reduce_ops.h), the others ignore it (and the compiler drops its arithmetic).
+template <class R>
+__device__ __forceinline__ void element_into(typename R::Acc& acc, typename R::In e, int64_t i) {
+  if constexpr (is_indexed_v<typename R::Op>) acc = R::Op::reduce_at(acc, R::value(e), i);
+  else acc = R::reduce(acc, e);
+}
+
+// A 16-byte vector whose first element is at position i.
+template <class R>
+__device__ __forceinline__ void vector_into(typename R::Acc& acc, const uint4& v, int64_t i) {
+  using Op = typename R::Op;
+  if constexpr (is_indexed_v<Op>) {
+    typename R::Value t[16 / sizeof(typename R::In)];
+    convert_vector<typename R::In, typename R::Mid>(v, t);
+#pragma unroll
+    for (int j = 0; j < int(16 / sizeof(typename R::In)); ++j) acc = Op::reduce_at(acc, t[j], i + j);
+  } else {
+    acc = Op::combine(acc, vector_value<R>(v));
+  }
+}
+
 // Member t of a team of T combines its share of elements [begin, end) of a row. With stride
 // 1: the row's whole 16-byte vectors t, t + T, ..., four loads issued before any is used, and
 // the few elements before the first and after the last vector. Otherwise elements t, t + T, ...
@@ -61,10 +83,12 @@ __device__ __forceinline__ typename R::Acc row_part(const typename R::In* row, i
   using Op = typename R::Op;
   auto acc = Op::identity();
   if (stride == 1) {
+    constexpr int64_t kPer = 16 / int64_t(sizeof(In));
     const VecSplit s = split_at_vectors<In>(row + begin, end - begin);
     const In* p = row + begin;
-    for (int64_t k = t; k < s.head; k += T) acc = R::reduce(acc, p[k]);
+    for (int64_t k = t; k < s.head; k += T) element_into<R>(acc, p[k], begin + k);
     const uint4* v = reinterpret_cast<const uint4*>(p + s.head);
+    const int64_t first = begin + s.head;  // the position of v[0]
     int64_t k = t;
 #pragma unroll 1  // one group of four loads at a time: unrolling further only adds registers
     for (; k + 3 * T < s.vectors; k += 4 * T) {
@@ -75,7 +99,7 @@ __device__ __forceinline__ typename R::Acc row_part(const typename R::In* row, i
         acc = Op::combine(acc, reduce_loads<R>(r));
       } else {
 #pragma unroll
-        for (int u = 0; u < 4; ++u) acc = Op::combine(acc, vector_value<R>(r[u]));
+        for (int u = 0; u < 4; ++u) vector_into<R>(acc, r[u], first + (k + u * T) * kPer);
       }
     }
     if (k < s.vectors) {  // fewer than four left: loaded together too, not one round trip each
@@ -88,10 +112,10 @@ __device__ __forceinline__ typename R::Acc row_part(const typename R::In* row, i
       }
 #pragma unroll
       for (int u = 0; u < 4; ++u)
-        if (in_range[u]) acc = Op::combine(acc, vector_value<R>(r[u]));
+        if (in_range[u]) vector_into<R>(acc, r[u], first + (k + u * T) * kPer);
     }
-    const In* tail = p + s.head + s.vectors * (16 / int64_t(sizeof(In)));
-    for (int64_t j = t; j < s.tail; j += T) acc = R::reduce(acc, tail[j]);
+    const In* tail = p + s.head + s.vectors * kPer;
+    for (int64_t j = t; j < s.tail; j += T) element_into<R>(acc, tail[j], first + s.vectors * kPer + j);
   } else {
     int64_t k = begin + t;
     for (; k + 3 * T < end; k += 4 * T) {
@@ -105,7 +129,7 @@ __device__ __forceinline__ typename R::Acc row_part(const typename R::In* row, i
         acc = Op::combine(acc, reduce_values<Op>(t));
       } else {
 #pragma unroll
-        for (int u = 0; u < 4; ++u) acc = R::reduce(acc, e[u]);
+        for (int u = 0; u < 4; ++u) element_into<R>(acc, e[u], k + u * T);
       }
     }
     if (k < end) {
@@ -114,7 +138,7 @@ __device__ __forceinline__ typename R::Acc row_part(const typename R::In* row, i
       for (int u = 0; u < 4; ++u) e[u] = k + u * T < end ? row[(k + u * T) * stride] : In();
 #pragma unroll
       for (int u = 0; u < 4; ++u)
-        if (k + u * T < end) acc = R::reduce(acc, e[u]);
+        if (k + u * T < end) element_into<R>(acc, e[u], k + u * T);
     }
   }
   return acc;
@@ -219,15 +243,19 @@ columns_kernel(const typename R::In* x, Layout3 l, unsigned column_blocks, int64
   Acc acc[V];
 #pragma unroll
   for (int j = 0; j < V; ++j) acc[j] = Op::identity();
-  const auto add = [&](const Load& v) {
+  // Row `r` of the reduced dim (its position, for indexed operators).
+  const auto add = [&](const Load& v, int64_t r) {
     if constexpr (V == 1) {
-      acc[0] = R::reduce(acc[0], v);
+      element_into<R>(acc[0], v, r);
     } else {
       typename R::Value t[16 / sizeof(In)];
       if constexpr (kBytes == 16) convert_vector<In, typename R::Mid>(v, t);
       else convert_vector<In, typename R::Mid>(uint4{v.x, v.y, 0u, 0u}, t);  // the upper half unused
 #pragma unroll
-      for (int j = 0; j < V; ++j) acc[j] = Op::reduce(acc[j], t[j]);
+      for (int j = 0; j < V; ++j) {
+        if constexpr (is_indexed_v<Op>) acc[j] = Op::reduce_at(acc[j], t[j], r);
+        else acc[j] = Op::reduce(acc[j], t[j]);
+      }
     }
   };
   if (i0 < end) {
@@ -267,7 +295,7 @@ columns_kernel(const typename R::In* x, Layout3 l, unsigned column_blocks, int64
         }
       } else {
 #pragma unroll
-        for (int u = 0; u < U; ++u) add(v[u]);
+        for (int u = 0; u < U; ++u) add(v[u], r + u * Y);
       }
     }
     if (r < r_end) {  // the last rows, loaded together
@@ -276,7 +304,7 @@ columns_kernel(const typename R::In* x, Layout3 l, unsigned column_blocks, int64
       for (int u = 0; u < U; ++u) v[u] = r + u * Y < r_end ? at(u) : Load{};
 #pragma unroll
       for (int u = 0; u < U; ++u)
-        if (r + u * Y < r_end) add(v[u]);
+        if (r + u * Y < r_end) add(v[u], r + u * Y);
     }
   }
 
@@ -472,13 +500,19 @@ cudaError_t run_reduce(const ReduceArgs& a, size_t* workspace_bytes) {
   using In = typename R::In;
   const Layout3& l = a.layout;
   const Sink result{a.out, a.types.out, a.project, a.out2};
-  if (l.is_full_contiguous()) {
-    ReduceArgs full = a;
-    full.n = l.reduced;
-    return run_vector<R>(full, workspace_bytes);
+  // Indexed operators reduce a whole tensor as one row (segments across blocks): the vector
+  // kernels' packed and grouped paths know no positions.
+  if constexpr (!is_indexed_v<typename R::Op>) {
+    if (l.is_full_contiguous()) {
+      ReduceArgs full = a;
+      full.n = l.reduced;
+      return run_vector<R>(full, workspace_bytes);
+    }
   }
   if (l.inner == 1) return run_rows<R>(a, result, workspace_bytes);
-  constexpr int kV = 16 / sizeof(In);
+  // Indexed operators' accumulators are 16 bytes: 16 outputs a thread (1-byte inputs) spilled and
+  // overflowed the block's shared memory (parked), so those read 8-byte vectors.
+  constexpr int kV = 16 / sizeof(In) / (is_indexed_v<typename R::Op> && sizeof(In) == 1 ? 2 : 1);
   const auto aligned = [](int64_t stride, int64_t extent) {
     return extent == 1 || (stride * int64_t(sizeof(In))) % 16 == 0;
   };

@@ -144,8 +144,9 @@ struct VecAdd {
 // values of all of them reduced together in registers (reduce_values), then one combine into
 // the accumulator, which for Welford's is the only division. Accumulators of one number keep
 // a combine per load (and their separate counters), as tuned.
+// (Indexed operators take one element at a time, with its position: never grouped.)
 template <class R>
-inline constexpr bool kGroupLoads = !std::is_arithmetic_v<typename R::Acc>;
+inline constexpr bool kGroupLoads = !std::is_arithmetic_v<typename R::Acc> && !is_indexed_v<typename R::Op>;
 // Registers a thread may use: the grid kernels promise ptxas 4 resident blocks; struct
 // accumulators get twice the registers (spills otherwise) and half the blocks.
 template <class R>
