@@ -30,9 +30,11 @@ inline constexpr int kMinBlocks = 4;
 // reduced together) get 85 registers, 3 blocks: 64 spilled, and 2 blocks left the memory idle.
 template <class R>
 inline constexpr int kMinBlocksOf = kGroupLoads<R> ? 3 : kMinBlocks;
-// Rows keep 4 blocks (one combine per load, no grouping); double Welford's needs 2 not to spill.
+// Rows keep 4 blocks (one combine per load, no grouping); double Welford's needs 2 not to spill,
+// the positions of 1-byte inputs (16 values a vector, reduce_run_at) 3.
 template <class R>
-inline constexpr int kRowsMinBlocks = sizeof(typename R::Acc) > 16 ? 2 : kMinBlocks;
+inline constexpr int kRowsMinBlocks =
+    sizeof(typename R::Acc) > 16 ? 2 : is_indexed_v<typename R::Op> && sizeof(typename R::In) == 1 ? 3 : kMinBlocks;
 inline constexpr int kSegmentBlock = 512;
 // Columns: blocks of kColumnsBlock threads, X across the outputs times Y (1 to 32) down
 // the reduced dim.
@@ -62,8 +64,7 @@ __device__ __forceinline__ void vector_into(typename R::Acc& acc, const uint4& v
   if constexpr (is_indexed_v<Op>) {
     typename R::Value t[16 / sizeof(typename R::In)];
     convert_vector<typename R::In, typename R::Mid>(v, t);
-#pragma unroll
-    for (int j = 0; j < int(16 / sizeof(typename R::In)); ++j) acc = Op::reduce_at(acc, t[j], i + j);
+    acc = Op::reduce_run_at(acc, t, i);
   } else {
     acc = Op::combine(acc, vector_value<R>(v));
   }
@@ -208,7 +209,19 @@ row_partials_kernel(const typename R::Acc* partials, int segments, Layout3 l, Si
   if (o >= l.outer) return;  // whole warps
   const unsigned lane = threadIdx.x % 32;
   auto v = Op::identity();
-  for (int j = lane; j < segments; j += 32) v = Op::combine(v, partials[o * segments + j]);
+  // Four partials loaded before any is combined (in the same order as one at a time): a whole
+  // tensor of an indexed operator is one row of thousands of segments, and a load, then its
+  // combine, then the next load left the warp waiting on L2 once per partial.
+  const typename R::Acc* p = partials + o * segments;
+  int j = lane;
+  for (; j + 96 < segments; j += 128) {
+    typename R::Acc q[4];
+#pragma unroll
+    for (int u = 0; u < 4; ++u) q[u] = p[j + 32 * u];
+#pragma unroll
+    for (int u = 0; u < 4; ++u) v = Op::combine(v, q[u]);
+  }
+  for (; j < segments; j += 32) v = Op::combine(v, p[j]);
   v = warp_reduce<Op>(v);
   if (lane == 0) store_acc<Op>(out, o * l.out_outer, v);
 }
