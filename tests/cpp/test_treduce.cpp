@@ -95,6 +95,16 @@ void check_device(const at::Device device) {
              treduce::vector_norm(rows, 1, std::vector<int64_t>{0}).cpu()[1].item<float>() == 10.f &&
              treduce::vector_norm(rows, INFINITY).item<float>() == 4.f,
          dev + ": vector_norm");
+  // The extrema with positions, truth values and counts: rows holds 0..4 down each column.
+  const auto [col_max, col_argmax] = treduce::max(rows, 0);
+  expect(col_max.cpu()[1].item<float>() == 4.f && col_argmax.cpu()[1].item<int64_t>() == 4 &&
+             treduce::argmin(rows).item<int64_t>() == 0 && treduce::argmax(rows).item<int64_t>() == 12,
+         dev + ": max over a dim, argmin, argmax");
+  const auto [lo, hi] = treduce::aminmax(rows);
+  expect(lo.item<float>() == 0.f && hi.item<float>() == 4.f && treduce::count_nonzero(rows).item<int64_t>() == 12 &&
+             treduce::any(rows).item<bool>() && !treduce::all(rows).item<bool>() &&
+             treduce::all(ones_up, std::vector<int64_t>{1}).cpu().all().item<bool>(),
+         dev + ": aminmax, count_nonzero, any, all");
 }
 
 // segments_per_row against its definition, every count tried: the fewest segments whose fill

@@ -145,6 +145,25 @@ __device__ __forceinline__ typename R::Acc row_part(const typename R::In* row, i
   return acc;
 }
 
+// Columns of 1-byte inputs whose sum counts bytes (bool and uint8 sums; any, all and
+// count_nonzero of 1-byte inputs): each 32-bit word of a load as four byte counts (the byte, or
+// 1 where it is non-zero), added two at a time in 16-bit halves of registers and moved to the
+// int64 accumulators every 256 rows: 20 instructions a 16-byte load instead of 16 conversions
+// and 16 64-bit adds (all(x, 0) over 4096 x 4096 bool: 17.6 us, 0.45x torch.compile's).
+template <class R>
+inline constexpr bool kPackedColumns =
+    std::is_same_v<typename R::Op, Sum<int64_t>> &&
+    (std::is_base_of_v<PackedNonzero, VecAdd<typename R::In, typename R::Mid, typename R::Op>> ||
+     std::is_base_of_v<PackedAdd<uint8_t, uint32_t>, VecAdd<typename R::In, typename R::Mid, typename R::Op>>);
+
+template <class R>
+__device__ __forceinline__ unsigned column_bytes(unsigned w) {
+  if constexpr (std::is_base_of_v<PackedNonzero, VecAdd<typename R::In, typename R::Mid, typename R::Op>>)
+    return ((((w & 0x7f7f7f7fu) + 0x7f7f7f7fu) | w) >> 7) & 0x01010101u;
+  else
+    return w;
+}
+
 // Short rows (teams of up to kDependentTeam lanes) are launched with programmatic dependence, as
 // the full-reduction kernels: the kernel waits for the one before it (which may still be writing
 // x), then lets the next one launch, which waits for this one in turn. Rows of 128 float32, hot:
@@ -209,19 +228,27 @@ row_partials_kernel(const typename R::Acc* partials, int segments, Layout3 l, Si
   if (o >= l.outer) return;  // whole warps
   const unsigned lane = threadIdx.x % 32;
   auto v = Op::identity();
-  // Four partials loaded before any is combined (in the same order as one at a time): a whole
-  // tensor of an indexed operator is one row of thousands of segments, and a load, then its
-  // combine, then the next load left the warp waiting on L2 once per partial.
+  // Eight partials loaded before any is combined, and the last few together (in the same order
+  // as one at a time: the same bits): a whole tensor of an indexed operator is one row of ~500
+  // segments, and a load, then its combine, then the next load made 16 round trips to L2 (argmax
+  // of 2^26 float32: 101.8 us against the probe's 86.4, with the per-element operator).
   const typename R::Acc* p = partials + o * segments;
   int j = lane;
-  for (; j + 96 < segments; j += 128) {
-    typename R::Acc q[4];
+  for (; j + 32 * 7 < segments; j += 32 * 8) {
+    typename R::Acc q[8];
 #pragma unroll
-    for (int u = 0; u < 4; ++u) q[u] = p[j + 32 * u];
+    for (int u = 0; u < 8; ++u) q[u] = p[j + 32 * u];
 #pragma unroll
-    for (int u = 0; u < 4; ++u) v = Op::combine(v, q[u]);
+    for (int u = 0; u < 8; ++u) v = Op::combine(v, q[u]);
   }
-  for (; j < segments; j += 32) v = Op::combine(v, p[j]);
+  if (j < segments) {
+    typename R::Acc q[7];
+#pragma unroll
+    for (int u = 0; u < 7; ++u) q[u] = j + 32 * u < segments ? p[j + 32 * u] : Op::identity();
+#pragma unroll
+    for (int u = 0; u < 7; ++u)
+      if (j + 32 * u < segments) v = Op::combine(v, q[u]);
+  }
   v = warp_reduce<Op>(v);
   if (lane == 0) store_acc<Op>(out, o * l.out_outer, v);
 }
@@ -271,6 +298,34 @@ columns_kernel(const typename R::In* x, Layout3 l, unsigned column_blocks, int64
       }
     }
   };
+  constexpr bool kPacked = V == 16 && kPackedColumns<R>;
+  // kPacked: outputs 4k, 4k + 2 in the halves of lanes[2k], 4k + 1, 4k + 3 in lanes[2k + 1].
+  uint32_t lanes[kPacked ? 8 : 1] = {};
+  int pending = 0;  // loads in the lanes: at most 257 of 255 fit 16 bits
+  const auto add_packed = [&](const Load& v) {
+    if constexpr (kPacked) {
+      const unsigned w[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+      for (int k = 0; k < 4; ++k) {
+        const unsigned b = column_bytes<R>(w[k]);
+        lanes[2 * k] += b & 0x00ff00ffu;
+        lanes[2 * k + 1] += (b >> 8) & 0x00ff00ffu;
+      }
+    }
+  };
+  const auto flush = [&] {
+    if constexpr (kPacked) {
+#pragma unroll
+      for (int k = 0; k < 4; ++k) {
+        acc[4 * k] += lanes[2 * k] & 0xffffu;
+        acc[4 * k + 2] += lanes[2 * k] >> 16;
+        acc[4 * k + 1] += lanes[2 * k + 1] & 0xffffu;
+        acc[4 * k + 3] += lanes[2 * k + 1] >> 16;
+        lanes[2 * k] = lanes[2 * k + 1] = 0;
+      }
+      pending = 0;
+    }
+  };
   if (i0 < end) {
     int64_t r = blockIdx.y * per_split + threadIdx.y;
     // Rows r, r + Y, ..., r + (U - 1) Y: U loads in flight, each `step` elements on.
@@ -306,6 +361,11 @@ columns_kernel(const typename R::In* x, Layout3 l, unsigned column_blocks, int64
           for (int u = 0; u < U; ++u) column[u] = t[u][j];
           acc[j] = Op::combine(acc[j], reduce_values<Op>(column));
         }
+      } else if constexpr (kPacked) {
+#pragma unroll
+        for (int u = 0; u < U; ++u) add_packed(v[u]);
+        pending += U;
+        if (pending > 256 - U) flush();
       } else {
 #pragma unroll
         for (int u = 0; u < U; ++u) add(v[u], r + u * Y);
@@ -316,9 +376,12 @@ columns_kernel(const typename R::In* x, Layout3 l, unsigned column_blocks, int64
 #pragma unroll
       for (int u = 0; u < U; ++u) v[u] = r + u * Y < r_end ? at(u) : Load{};
 #pragma unroll
-      for (int u = 0; u < U; ++u)
-        if (r + u * Y < r_end) add(v[u], r + u * Y);
+      for (int u = 0; u < U; ++u) {
+        if constexpr (kPacked) add_packed(v[u]);  // (loads not made are zeros: they count nothing)
+        else if (r + u * Y < r_end) add(v[u], r + u * Y);
+      }
     }
+    flush();
   }
 
   if (Y > 1) {
