@@ -450,17 +450,31 @@ std::tuple<at::Tensor, at::Tensor> aminmax_below(const at::Tensor& self, std::op
   return op.call(self, dim, keepdim);
 }
 
-// aminmax has no gradient in torch (its backward raises); neither has ours, and a graph through
-// it raises as torch's does instead of silently losing the gradient.
+// aminmax: each result's gradient split evenly among the elements equal to it, as amax's and
+// amin's (torch's rule from 2.12; torch 2.11's aminmax has none and raises at backward).
 class AMinMaxFunction : public torch::autograd::Function<AMinMaxFunction> {
  public:
-  static variable_list forward(AutogradContext*, const at::Tensor& self, std::optional<int64_t> dim, bool keepdim) {
+  static variable_list forward(AutogradContext* ctx, const at::Tensor& self, std::optional<int64_t> dim, bool keepdim) {
     const auto [lo, hi] = aminmax_below(self, dim, keepdim);
+    const std::vector<int64_t> one = dim ? std::vector<int64_t>{*dim} : std::vector<int64_t>{};
+    ctx->saved_data["dims"] = reduced_dim_list(self.dim(), dim ? at::OptionalIntArrayRef(one) : std::nullopt);
+    ctx->saved_data["keepdim"] = keepdim;
+    ctx->save_for_backward({self, lo, hi});
     return {lo, hi};
   }
-  static variable_list backward(AutogradContext*, variable_list) {
-    TORCH_CHECK(false, "derivative for treduce::aminmax is not implemented (nor is torch's for aten::aminmax)");
-    return {};
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const auto dims = ctx->saved_data["dims"].toIntVector();
+    const bool keepdim = ctx->saved_data["keepdim"].toBool();
+    at::Tensor g;
+    for (int k = 0; k < 2; ++k) {
+      if (!grads[k].defined()) continue;
+      const at::Tensor hit = saved[0] == with_reduced_dims(saved[1 + k], dims, keepdim);
+      const at::Tensor ties = sum(hit, "auto", dims, /*keepdim=*/true);
+      const at::Tensor part = with_reduced_dims(grads[k], dims, keepdim) / ties * hit;
+      g = g.defined() ? g + part : part;
+    }
+    return {g, at::Tensor(), at::Tensor()};
   }
 };
 

@@ -7,6 +7,7 @@
 #include <ATen/ops/empty.h>
 #include <ATen/ops/zeros.h>
 #include <ATen/ops/mean_cpu_dispatch.h>
+#include <ATen/ops/argmax_cpu_dispatch.h>
 #include <ATen/ops/isnan.h>
 #include <ATen/ops/linalg_vector_norm_cpu_dispatch.h>
 #include <ATen/ops/nanmean_compositeimplicitautograd_dispatch.h>
@@ -136,6 +137,24 @@ void integer_dtype_error(ReduceOp op, DType in, at::ScalarType dtype, const c10:
   }
   TORCH_CHECK(op != ReduceOp::NanMean, "nanmean(): could not infer output dtype. Optional dtype must be either a "
               "floating point or complex dtype. Got: ", c10::toString(dtype));
+}
+
+// argmax and argmin of bool: torch's error, a RuntimeError up to torch 2.14 and a
+// NotImplementedError from 2.15, asked of torch's CPU kernel once (called directly, so that the
+// override's kernel does not get the call back).
+[[noreturn]] void arg_bool_error(const char* name) {
+  static const bool not_implemented = [] {
+    try {
+      (void)at::cpu::argmax(at::empty({1}, at::TensorOptions().dtype(at::kBool)));
+    } catch (const c10::NotImplementedError&) {
+      return true;
+    } catch (const c10::Error&) {
+    }
+    return false;
+  }();
+  const std::string message = std::string(name) + "(): does not support bool input";
+  if (not_implemented) TORCH_CHECK_NOT_IMPLEMENTED(false, message);
+  TORCH_CHECK(false, message);
 }
 
 // The types of each op, as torch gives them.
@@ -495,7 +514,7 @@ Prepared prepare_indexed(ReduceOp op, const at::Tensor& self, std::optional<int6
   const char* name = op_name(op);
   const DType in = to_dtype(op, self.scalar_type(), "input dtype");
   const bool arg = op == ReduceOp::ArgMax || op == ReduceOp::ArgMin;
-  TORCH_CHECK(!arg || in != DType::Bool, name, "(): does not support bool input");
+  if (arg && in == DType::Bool) arg_bool_error(name);
   if (self.numel() == 0) {  // torch's errors: no identity
     TORCH_CHECK_INDEX(dim, std::string(name) + "(): Expected reduction dim to be specified for input.numel() == 0.");
     const int64_t w = c10::maybe_wrap_dim(*dim, self.dim());

@@ -175,20 +175,36 @@ def test_errors(device):
         torch_reduce.any(torch.ones(3, dtype=torch.complex64, device=device))
 
 
+def _torch_aminmax_has_gradient() -> bool:
+    x = torch.ones(2, requires_grad=True)
+    try:
+        torch.aminmax(x).max.backward()
+    except RuntimeError:
+        return False  # torch 2.11
+    return True
+
+
 @pytest.mark.parametrize("device", DEVICES)
 def test_autograd(device):
-    """No gradient flows through truth values and counts; aminmax has no derivative, and a graph
-    through it raises at backward as torch's does."""
+    """No gradient flows through truth values and counts; aminmax's is amin's and amax's (split
+    evenly among ties), torch's own from 2.12 (2.11's raises)."""
     x = torch.randn(4, 5, device=device, requires_grad=True)
     for op in ("any", "all", "count_nonzero"):
         out = getattr(torch_reduce, op)(x, 1)
         assert not out.requires_grad and torch.equal(out, getattr(torch, op)(x, 1))
-    lo, hi = torch_reduce.aminmax(x, dim=1)
-    assert lo.requires_grad and hi.requires_grad
-    with pytest.raises(RuntimeError, match="derivative for .*aminmax is not implemented"):
-        (lo.sum() + hi.sum()).backward()
-    with pytest.raises(RuntimeError, match="derivative for .*aminmax is not implemented"):
-        (torch.aminmax(x, dim=1).max.sum()).backward()
+    t = torch.randint(-2, 3, (4, 5, 3), device=device).double().requires_grad_()
+    for dim, keepdim in ((1, False), (0, True), (None, False), (None, True)):
+        lo, hi = torch_reduce.aminmax(t, dim=dim, keepdim=keepdim)
+        g_lo, g_hi = torch.randn_like(lo), torch.randn_like(hi)
+        got = torch.autograd.grad((lo, hi), t, (g_lo, g_hi))[0]
+        dims = () if dim is None else (dim,)
+        want = torch.autograd.grad((torch.amin(t, dims, keepdim), torch.amax(t, dims, keepdim)), t, (g_lo, g_hi))[0]
+        assert torch.equal(got, want), (dim, keepdim)
+        if _torch_aminmax_has_gradient() and not (dim is None and keepdim and device == "cuda"):
+            lo_t, hi_t = torch.aminmax(t, dim=dim, keepdim=keepdim)
+            assert torch.equal(torch.autograd.grad((lo_t, hi_t), t, (g_lo, g_hi))[0], got), (dim, keepdim)
+    torch.autograd.gradcheck(lambda u: torch_reduce.aminmax(u, dim=1), (torch.randn(3, 4, device=device,
+                             dtype=torch.float64, requires_grad=True),))
     with torch.no_grad():
         assert not torch_reduce.aminmax(x).min.requires_grad
 

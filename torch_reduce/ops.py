@@ -239,7 +239,7 @@ def count_nonzero(x: torch.Tensor, dim: Dims = None) -> torch.Tensor:
 
 def aminmax(x: torch.Tensor, *, dim: int | None = None, keepdim: bool = False):
     """``torch.aminmax``: ``(min, max)`` from one read, NaN propagating, as
-    ``torch.return_types.aminmax``."""
+    ``torch.return_types.aminmax``; gradients as ``amin``'s and ``amax``'s (torch's from 2.12)."""
     if dim is not None and type(dim) is not int:  # as torch's argument parser
         raise TypeError(f"aminmax(): argument 'dim' must be int, not {type(dim).__name__}")
     if keepdim:
