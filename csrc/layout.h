@@ -19,7 +19,6 @@ enum class ReduceOp : int8_t {
 };
 inline constexpr int kNumReduceOps = 21;
 
-constexpr bool is_logic(ReduceOp op) { return op >= ReduceOp::Any && op <= ReduceOp::CountNonzero; }
 constexpr bool is_indexed(ReduceOp op) { return op >= ReduceOp::MaxDim && op <= ReduceOp::ArgMin; }
 constexpr bool is_max_kind(ReduceOp op) { return op == ReduceOp::MaxDim || op == ReduceOp::ArgMax; }
 

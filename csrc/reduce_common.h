@@ -7,6 +7,7 @@
 #include <c10/core/ScalarType.h>
 #include <c10/util/OptionalArrayRef.h>
 #include <c10/util/string_view.h>
+#include <torch/library.h>
 
 #include <optional>
 #include <tuple>
@@ -138,6 +139,10 @@ struct DeviceKernels {
 };
 DeviceKernels cpu_kernels();
 DeviceKernels cuda_kernels();  // only in a build with CUDA
+
+// Registers one device's kernels as the treduce ops of its dispatch key (in the device's
+// TORCH_LIBRARY_IMPL): one list of op names for every device.
+void register_kernels(torch::Library& m, const DeviceKernels& k);
 
 // Which of ndim dims `dim` reduces: all of them for None or [], else the listed ones, wrapped
 // as torch wraps them; torch's errors for a dim out of range or repeated.

@@ -476,7 +476,6 @@ Prepared prepare_logic(ReduceOp op, const at::Tensor& self, at::OptionalIntArray
   p.variant = lookup_variant(op, self.device().type(), "auto");
   if (op != ReduceOp::CountNonzero && dim && dim->empty()) {
     // torch's any and all over an empty list of dims reduce nothing: x != 0, element by element.
-    (void)reduced_dims(self.dim(), dim);
     p.out = self.ne(0).to(to_scalar_type(out)).contiguous();
     p.done = true;
     return p;
@@ -709,6 +708,30 @@ at::Tensor argmax(const at::Tensor& x, std::optional<int64_t> dim, bool keepdim)
 at::Tensor argmin(const at::Tensor& x, std::optional<int64_t> dim, bool keepdim) {
   static const auto op = op_handle<ArgSignature>("treduce::argmin");
   return op.call(x, dim, keepdim);
+}
+
+void register_kernels(torch::Library& m, const DeviceKernels& k) {
+  m.impl("sum", k.sum);
+  m.impl("mean", k.mean);
+  m.impl("amax", k.amax);
+  m.impl("amin", k.amin);
+  m.impl("var", k.var);
+  m.impl("std", k.std);
+  m.impl("var_mean", k.var_mean);
+  m.impl("std_mean", k.std_mean);
+  m.impl("nansum", k.nansum);
+  m.impl("nanmean", k.nanmean);
+  m.impl("logsumexp", k.logsumexp);
+  m.impl("prod", k.prod);
+  m.impl("vector_norm", k.vector_norm);
+  m.impl("any", k.any);
+  m.impl("all", k.all);
+  m.impl("count_nonzero", k.count_nonzero);
+  m.impl("aminmax", k.aminmax);
+  m.impl("max", k.max);
+  m.impl("min", k.min);
+  m.impl("argmax", k.argmax);
+  m.impl("argmin", k.argmin);
 }
 
 #ifndef TREDUCE_WITH_CUDA

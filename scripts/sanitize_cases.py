@@ -57,6 +57,13 @@ DIMS_CASES = [
 ]
 
 
+def _dims_and_full_inputs(offsets):
+    """(name, input maker, dims): every DIMS_CASES path, then full reductions of every size from
+    each of `offsets` elements past the allocation's start."""
+    return list(DIMS_CASES) + [(f"n={n} offset={o}", (lambda d, n=n, o=o: _small_ints((n + o,), d)[o:]), None)
+                               for n in SIZES[1:] + SHORT_SIZES for o in offsets]
+
+
 def _sum_is_exact(x: torch.Tensor, variant: str, out_dtype, label: str) -> bool:
     """Small integers: every variant's accumulation is exact, so the result is the exact sum
     rounded once to the result dtype."""
@@ -111,9 +118,7 @@ def main(only_exact: bool = False) -> int:
     # The statistics and the other struct accumulators (Welford's; nanmean's sum and count;
     # logsumexp's maximum and sum) and nansum: every dims path, and full reductions of every size
     # from aligned and misaligned starts.
-    stat_inputs = [(name, make, dims) for name, make, dims in DIMS_CASES]
-    stat_inputs += [(f"n={n} offset={o}", (lambda d, n=n, o=o: _small_ints((n + o,), d)[o:]), None)
-                    for n in SIZES[1:] + SHORT_SIZES for o in (0, 1)]
+    stat_inputs = _dims_and_full_inputs((0, 1))
     for name, make, dims in stat_inputs:
         for dtype in (torch.float32, torch.bfloat16, torch.float64):
             x = make(dtype)
@@ -145,9 +150,7 @@ def logic_cases() -> int:
     misaligned starts, against torch's CPU results (exact)."""
     failures = 0
     checked = 0
-    inputs = [(name, make, dims) for name, make, dims in DIMS_CASES]
-    inputs += [(f"n={n} offset={o}", (lambda d, n=n, o=o: _small_ints((n + o,), d)[o:]), None)
-               for n in SIZES[1:] + SHORT_SIZES for o in (0, 1, 3)]
+    inputs = _dims_and_full_inputs((0, 1, 3))
     for name, make, dims in inputs:
         for dtype in (torch.bool, torch.uint8, torch.int8, torch.int64, torch.bfloat16, torch.float32, torch.float64):
             x = make(dtype)
@@ -179,9 +182,7 @@ def exact_cases() -> int:
     # variant="exact" (kernels/exact.cuh): every dims path above and full sums of every size, from
     # aligned and misaligned starts, on data whose binades move the windows; results and states
     # against the CPU's exact bits.
-    exact_inputs = [(name, make, dims) for name, make, dims in DIMS_CASES]
-    exact_inputs += [(f"n={n} offset={o}", (lambda d, n=n, o=o: _small_ints((n + o,), d)[o:]), None)
-                     for n in SIZES[1:] + SHORT_SIZES for o in (0, 1, 3)]
+    exact_inputs = _dims_and_full_inputs((0, 1, 3))
     for name, make, dims in exact_inputs:
         for dtype in (torch.float16, torch.bfloat16, torch.float32, torch.float64):
             x = make(dtype)

@@ -716,28 +716,7 @@ DeviceKernels cpu_kernels() {
 }  // namespace treduce
 
 TORCH_LIBRARY_IMPL(treduce, CPU, m) {
-  const treduce::DeviceKernels k = treduce::cpu_kernels();
-  m.impl("sum", k.sum);
+  treduce::register_kernels(m, treduce::cpu_kernels());
   m.impl("_exact_state", &treduce::cpu::exact_state_cpu);
   m.impl("_exact_round", &treduce::cpu::exact_round_cpu);
-  m.impl("mean", k.mean);
-  m.impl("amax", k.amax);
-  m.impl("amin", k.amin);
-  m.impl("var", k.var);
-  m.impl("std", k.std);
-  m.impl("var_mean", k.var_mean);
-  m.impl("std_mean", k.std_mean);
-  m.impl("nansum", k.nansum);
-  m.impl("nanmean", k.nanmean);
-  m.impl("logsumexp", k.logsumexp);
-  m.impl("prod", k.prod);
-  m.impl("vector_norm", k.vector_norm);
-  m.impl("any", k.any);
-  m.impl("all", k.all);
-  m.impl("count_nonzero", k.count_nonzero);
-  m.impl("aminmax", k.aminmax);
-  m.impl("max", k.max);
-  m.impl("min", k.min);
-  m.impl("argmax", k.argmax);
-  m.impl("argmin", k.argmin);
 }

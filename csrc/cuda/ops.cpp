@@ -296,29 +296,8 @@ DeviceKernels cuda_kernels() {
 }  // namespace treduce
 
 TORCH_LIBRARY_IMPL(treduce, CUDA, m) {
-  const treduce::DeviceKernels k = treduce::cuda_kernels();
-  m.impl("sum", k.sum);
+  treduce::register_kernels(m, treduce::cuda_kernels());
   m.impl("_exact_state", &treduce::cuda::exact_state_cuda);
   m.impl("_exact_round", &treduce::cuda::exact_round_cuda);
-  m.impl("mean", k.mean);
-  m.impl("amax", k.amax);
-  m.impl("amin", k.amin);
-  m.impl("var", k.var);
-  m.impl("std", k.std);
-  m.impl("var_mean", k.var_mean);
-  m.impl("std_mean", k.std_mean);
-  m.impl("nansum", k.nansum);
-  m.impl("nanmean", k.nanmean);
-  m.impl("logsumexp", k.logsumexp);
-  m.impl("prod", k.prod);
-  m.impl("vector_norm", k.vector_norm);
-  m.impl("any", k.any);
-  m.impl("all", k.all);
-  m.impl("count_nonzero", k.count_nonzero);
-  m.impl("aminmax", k.aminmax);
-  m.impl("max", k.max);
-  m.impl("min", k.min);
-  m.impl("argmax", k.argmax);
-  m.impl("argmin", k.argmin);
   m.impl("_read_probe", &treduce::cuda::read_probe_cuda);
 }
