@@ -211,13 +211,27 @@ constexpr DT second_dtype(DT first, DT index) { return SecondIsIndex<Op>::value 
 
 // Welford's running mean and sum of squared deviations (M2), for var, std, var_mean and
 // std_mean: one read of the input, and no cancellation when the mean is large against the
-// spread (the sum-of-squares formula loses every digit there). The count is kept in A: exact
-// up to 2^24 in float, and only the weights of a combine read it; the projection divides by
-// the exact count of the call.
+// spread (the sum-of-squares formula loses every digit there). The mean is kept about a pivot
+// taken from the data (the first element or group mean an accumulator saw): a running mean of
+// 1e4 rounded at 1e4's ulp at every combine put an error of the spread's 1e-3 into each later
+// M2 update, and float32 variances came out up to 4x less accurate than torch's; about the
+// pivot it is of the spread's size and so is its rounding, and the difference of two pivots
+// near one another is exact. The count is kept in A: exact up to 2^24 in float, and only the
+// weights of a combine read it; the projection divides by the exact count of the call.
 template <class A>
 struct WelfordAcc {
-  A mean, m2, n;
+  A pivot, mean, m2, n;  // mean: of the elements minus pivot
 };
+
+// The sum of N values (a power of two) as a balanced tree, in registers: halves added
+// recursively, so every index is a constant once inlined. (A loop over the levels, w /= 2, was
+// left rolled by nvcc and put the values in local memory: 224 bytes of stack in the grid kernel
+// for float.)
+template <int N, class A>
+TREDUCE_HOST_DEVICE A tree_sum(const A* t) {
+  if constexpr (N == 1) return t[0];
+  else return tree_sum<N / 2>(t) + tree_sum<N / 2>(t + N / 2);
+}
 
 // num / den for the weights of a combine: the device's fast float division (within 2 ulp;
 // a weight's last bits move the result far less than its own rounding), elsewhere exact.
@@ -235,36 +249,37 @@ struct VarOp {
   using acc_t = WelfordAcc<A>;
   static constexpr int kOutputs = 2;  // var (or std), then the mean
   static constexpr bool kPlain = false;
-  TREDUCE_HOST_DEVICE static acc_t identity() { return {A(0), A(0), A(0)}; }
-  TREDUCE_HOST_DEVICE static acc_t enter(A v) { return {v, A(0), A(1)}; }
-  // Chan et al.'s pairwise update. With b empty the weight is 0 and a comes back unchanged; both
-  // empty stays empty (a select, not a branch).
+  TREDUCE_HOST_DEVICE static acc_t identity() { return {A(0), A(0), A(0), A(0)}; }
+  TREDUCE_HOST_DEVICE static acc_t enter(A v) { return {v, A(0), A(0), A(1)}; }
+  // Chan et al.'s pairwise update, about a's pivot; an empty a takes b's pivot (and then b's
+  // mean, M2 and count, its weight being 1). With b empty the weight is 0 and a comes back
+  // unchanged; both empty stay empty. (Selects, not branches.)
   TREDUCE_HOST_DEVICE static acc_t combine(const acc_t& a, const acc_t& b) {
     const A n = a.n + b.n;
     const A w = n > A(0) ? weight_ratio(b.n, n) : A(0);
-    const A delta = b.mean - a.mean;
-    return {a.mean + delta * w, a.m2 + b.m2 + delta * delta * a.n * w, n};
+    const A pivot = a.n > A(0) ? a.pivot : b.pivot;
+    const A delta = (b.pivot - pivot) + (b.mean - a.mean);
+    const A t = delta * w;
+    return {pivot, a.mean + t, a.m2 + b.m2 + t * delta * a.n, n};
   }
-  TREDUCE_HOST_DEVICE static acc_t reduce(const acc_t& a, A v) { return combine(a, enter(v)); }
+  // One element: combine(a, enter(v)) without the terms of an empty b (the CPU's loop, the
+  // kernels' single elements; -0.0 + 0 and the weight's guard kept the compiler from dropping them).
+  TREDUCE_HOST_DEVICE static acc_t reduce(const acc_t& a, A v) {
+    const A n = a.n + A(1);
+    const A pivot = a.n > A(0) ? a.pivot : v;
+    const A delta = (v - pivot) - a.mean;
+    const A t = delta * weight_ratio(A(1), n);
+    return {pivot, a.mean + t, a.m2 + t * delta * a.n, n};
+  }
   // N values held in registers (a few loaded vectors): their mean, then the squared deviations
   // from it, two passes with no division (N is a power of two), with the corrected two-pass
-  // formula's term (Chan, Golub and LeVeque) that removes the error of the rounded mean from M2,
-  // and the same sum of deviations correcting the mean itself: without them, a mean 10^4 times
-  // the spread made float32 variances 4x less accurate than torch's (the group mean's rounding
-  // enters every later combine). The kernels take a group
-  // of loads this way and combine the group into their accumulator once.
+  // formula's term (Chan, Golub and LeVeque) that removes the error of the rounded mean from M2.
+  // The rounded mean is the group's pivot and the same sum of deviations its mean about it.
+  // The kernels take a group of loads this way and combine the group into their accumulator once.
   template <int N>
   TREDUCE_HOST_DEVICE static acc_t reduce_values(const A (&t)[N]) {
     static_assert(N > 0 && (N & (N - 1)) == 0, "a power of two");
-    A s[N];
-    TREDUCE_UNROLL
-    for (int j = 0; j < N; ++j) s[j] = t[j];
-    TREDUCE_UNROLL
-    for (int w = N / 2; w > 0; w /= 2) {
-      TREDUCE_UNROLL
-      for (int j = 0; j < w; ++j) s[j] += s[j + w];
-    }
-    const A mean = s[0] * (A(1) / A(N));
+    const A mean = tree_sum<N>(t) * (A(1) / A(N));
     A m2 = A(0), c = A(0);
     TREDUCE_UNROLL
     for (int j = 0; j < N; ++j) {
@@ -272,16 +287,18 @@ struct VarOp {
       m2 += d * d;
       c += d;
     }
-    // c / N corrects the rounded mean too.
-    return {mean + c * (A(1) / A(N)), m2 - c * c * (A(1) / A(N)), A(N)};
+    return {mean, c * (A(1) / A(N)), m2 - c * c * (A(1) / A(N)), A(N)};
   }
-  // torch's divisor: count - correction, or 0 (a NaN or inf result) when that is not positive.
+// torch's divisor: count - correction, or 0 (a NaN or inf result) when that is not positive.
+  // An infinite element makes the mean infinite (or NaN) and the variance NaN, as torch's
+  // x - mean does; M2 alone could come out inf where an infinity met finite values last.
   TREDUCE_HOST_DEVICE static A project(const acc_t& a, const ProjectArgs& args) {
     const A d = A(args.count) - A(args.scalar);
-    const A var = a.m2 / (d > A(0) ? d : A(0));
+    const A mean = a.pivot + a.mean;
+    const A var = mean - mean == A(0) ? a.m2 / (d > A(0) ? d : A(0)) : mean - mean;
     return args.root ? std::sqrt(var) : var;
   }
-  TREDUCE_HOST_DEVICE static A project2(const acc_t& a, const ProjectArgs&) { return a.mean; }
+  TREDUCE_HOST_DEVICE static A project2(const acc_t& a, const ProjectArgs&) { return a.pivot + a.mean; }
 };
 
 // nansum: a NaN counts as zero.
