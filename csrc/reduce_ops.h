@@ -22,6 +22,7 @@
 #include <cstdint>
 #include <limits>
 #include <type_traits>
+#include <utility>  // std::declval
 
 #include "convert.h"  // TREDUCE_HOST_DEVICE
 
@@ -200,6 +201,13 @@ template <class Op>
 struct IsIndexed<Op, std::void_t<decltype(Op::kIndexed)>> : std::bool_constant<Op::kIndexed> {};
 template <class Op>
 inline constexpr bool is_indexed_v = IsIndexed<Op>::value;
+
+// Whether the operator has its own form for N values at once (reduce_values; var, logsumexp).
+template <class Op, class = void>
+struct HasReduceValues : std::false_type {};
+template <class Op>
+struct HasReduceValues<Op, std::void_t<decltype(Op::template reduce_values<2>(
+                               std::declval<const typename Op::value_t (&)[2]>()))>> : std::true_type {};
 
 // The dtype of an operator's second result: the int64 position, or the first result's dtype.
 template <class Op, class = void>

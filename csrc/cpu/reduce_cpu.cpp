@@ -174,8 +174,32 @@ typename Op::acc_t chunk_reduce(const In* x, int64_t n, int64_t stride, int64_t 
       for (int j = 0; j < kLanes; ++j) top[j] = Op::combine(top[j], mid[j]);
     }
   };
-  if (stride == 1) cascade([x](int64_t i) { return x[i]; });
-  else cascade([x, stride](int64_t i) { return x[i * stride]; });
+  if constexpr (HasReduceValues<Op>::value && !is_indexed_v<Op>) {
+    // Operators with a form for a group of values (var, logsumexp) take each row of kLanes values
+    // at once, through the same levels: var's division (and logsumexp's rescaling) once a row, not
+    // once an element. (var of 2^24 float32, one element at a time: 0.67x torch.var's speed.)
+    const auto cascade_rows = [&](auto load) {
+      for (int64_t r2 = 0; r2 < rows; r2 += kStep * kStep) {
+        Acc mid1 = Op::identity();
+        for (int64_t r1 = r2; r1 < std::min(rows, r2 + kStep * kStep); r1 += kStep) {
+          Acc low1 = Op::identity();
+          const int64_t end = std::min(rows, r1 + kStep);
+          for (int64_t r = r1; r < end; ++r) {
+            typename Op::value_t t[kLanes];
+            for (int j = 0; j < kLanes; ++j) t[j] = L::apply(load(r * kLanes + j));
+            low1 = Op::combine(low1, Op::template reduce_values<kLanes>(t));
+          }
+          mid1 = Op::combine(mid1, low1);
+        }
+        top[0] = Op::combine(top[0], mid1);
+      }
+    };
+    if (stride == 1) cascade_rows([x](int64_t i) { return x[i]; });
+    else cascade_rows([x, stride](int64_t i) { return x[i * stride]; });
+  } else {
+    if (stride == 1) cascade([x](int64_t i) { return x[i]; });
+    else cascade([x, stride](int64_t i) { return x[i * stride]; });
+  }
   for (int64_t i = rows * kLanes, j = 0; i < n; ++i, ++j) top[j] = reduce_one<Op>(top[j], L::apply(x[i * stride]), first + i);
   for (int w = kLanes / 2; w > 0; w /= 2)
     for (int j = 0; j < w; ++j) top[j] = Op::combine(top[j], top[j + w]);

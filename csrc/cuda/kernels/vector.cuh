@@ -103,13 +103,6 @@ __device__ __forceinline__ void convert_vector(const uint4& v, Value (&t)[16 / s
   }
 }
 
-// Whether the operator has its own form for the elements of one vector (reduce_ops.h).
-template <class Op, class = void>
-struct HasReduceValues : std::false_type {};
-template <class Op>
-struct HasReduceValues<Op, std::void_t<decltype(Op::template reduce_values<2>(
-                               std::declval<const typename Op::value_t (&)[2]>()))>> : std::true_type {};
-
 // N elements' values into one accumulator: the operator's own form, or each entered and the
 // N combined pairwise.
 template <class Op, int N>
