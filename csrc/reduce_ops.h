@@ -297,7 +297,7 @@ struct VarOp {
     }
     return {mean, c * (A(1) / A(N)), m2 - c * c * (A(1) / A(N)), A(N)};
   }
-// torch's divisor: count - correction, or 0 (a NaN or inf result) when that is not positive.
+  // torch's divisor: count - correction, or 0 (a NaN or inf result) when that is not positive.
   // An infinite element makes the mean infinite (or NaN) and the variance NaN, as torch's
   // x - mean does; M2 alone could come out inf where an infinity met finite values last.
   TREDUCE_HOST_DEVICE static A project(const acc_t& a, const ProjectArgs& args) {
