@@ -24,7 +24,7 @@ using torch::autograd::variable_list;
 
 // The reduced dims, wrapped and in increasing order (every dim for None or []).
 std::vector<int64_t> reduced_dim_list(int64_t ndim, at::OptionalIntArrayRef dim) {
-  const std::vector<bool> reduced = reduced_dims(ndim, dim);
+  const DimFlags reduced = reduced_dims(ndim, dim);
   std::vector<int64_t> dims;
   for (int64_t i = 0; i < ndim; ++i)
     if (reduced[i]) dims.push_back(i);

@@ -3,7 +3,6 @@
 // as plain data, and the CPU code walks the same one.
 #pragma once
 
-#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -49,16 +48,24 @@ struct DimInfo {
 // output). That leaves runs of kept and reduced dims; [kept] [reduced] [kept] or any part of
 // it is a Layout3. Anything else (two separate runs of reduced dims, say) returns false and
 // the caller makes a copy with the reduced dims last.
-inline bool fold_layout(std::vector<DimInfo> dims, Layout3* out) {
-  dims.erase(std::remove_if(dims.begin(), dims.end(), [](const DimInfo& d) { return d.size == 1; }),
-             dims.end());
-  std::stable_sort(dims.begin(), dims.end(), [](const DimInfo& a, const DimInfo& b) {
-    return a.in_stride > b.in_stride;
-  });
-  std::vector<DimInfo> runs;
-  for (const DimInfo& d : dims) {
-    if (!runs.empty()) {
-      DimInfo& prev = runs.back();
+// Works in place on the caller's n dims (overwritten) and allocates nothing: it runs on every
+// call of every op, and a few dims take an insertion sort less time than a heap allocation.
+inline bool fold_layout(DimInfo* dims, int64_t n, Layout3* out) {
+  int64_t kept = 0;
+  for (int64_t i = 0; i < n; ++i)
+    if (dims[i].size != 1) dims[kept++] = dims[i];
+  for (int64_t i = 1; i < kept; ++i) {  // stable: equal strides keep their order
+    const DimInfo d = dims[i];
+    int64_t j = i;
+    for (; j > 0 && dims[j - 1].in_stride < d.in_stride; --j) dims[j] = dims[j - 1];
+    dims[j] = d;
+  }
+  int64_t count = 0;  // the runs, written over the dims already read
+  DimInfo* runs = dims;
+  for (int64_t i = 0; i < kept; ++i) {
+    const DimInfo d = dims[i];
+    if (count > 0) {
+      DimInfo& prev = runs[count - 1];
       const bool in_run = prev.reduced == d.reduced && prev.in_stride == d.in_stride * d.size &&
                           (d.reduced || prev.out_stride == d.out_stride * d.size);
       if (in_run) {
@@ -66,18 +73,18 @@ inline bool fold_layout(std::vector<DimInfo> dims, Layout3* out) {
         continue;
       }
     }
-    runs.push_back(d);
+    runs[count++] = d;
   }
   int reduced_runs = 0;
-  for (const DimInfo& d : runs) reduced_runs += d.reduced;
-  if (reduced_runs > 1 || runs.size() > 3) return false;
+  for (int64_t i = 0; i < count; ++i) reduced_runs += runs[i].reduced;
+  if (reduced_runs > 1 || count > 3) return false;
 
   Layout3 l;
-  size_t k = 0;
+  int64_t k = 0;
   if (reduced_runs == 0) {
     // Nothing of size > 1 is reduced: a reduction of length 1, up to two kept runs.
-    if (runs.size() > 2) return false;
-    if (runs.size() == 2) {
+    if (count > 2) return false;
+    if (count == 2) {
       l.outer = runs[0].size, l.in_outer = runs[0].in_stride, l.out_outer = runs[0].out_stride;
       ++k;
     }
@@ -92,13 +99,17 @@ inline bool fold_layout(std::vector<DimInfo> dims, Layout3* out) {
   } else {
     l.in_reduced = 1;  // one element per output: any stride reads it
   }
-  if (k < runs.size()) {
+  if (k < count) {
     l.inner = runs[k].size, l.in_inner = runs[k].in_stride, l.out_inner = runs[k].out_stride;
     ++k;
   }
-  if (k != runs.size()) return false;  // [reduced] [kept] [kept]
+  if (k != count) return false;  // [reduced] [kept] [kept]
   *out = l;
   return true;
+}
+
+inline bool fold_layout(std::vector<DimInfo> dims, Layout3* out) {
+  return fold_layout(dims.data(), int64_t(dims.size()), out);
 }
 
 }  // namespace treduce

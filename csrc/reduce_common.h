@@ -6,6 +6,7 @@
 #include <c10/core/Scalar.h>
 #include <c10/core/ScalarType.h>
 #include <c10/util/OptionalArrayRef.h>
+#include <c10/util/SmallVector.h>
 #include <c10/util/string_view.h>
 #include <torch/library.h>
 
@@ -144,8 +145,13 @@ DeviceKernels cuda_kernels();  // only in a build with CUDA
 // TORCH_LIBRARY_IMPL): one list of op names for every device.
 void register_kernels(torch::Library& m, const DeviceKernels& k);
 
+// Per-dim flags and sizes of a call: on the stack for the usual few dims (every op plans its
+// layout on every call; heap allocations there were a measurable part of a small call).
+inline constexpr unsigned kInlineDims = 8;
+using DimFlags = c10::SmallVector<bool, kInlineDims>;
+
 // Which of ndim dims `dim` reduces: all of them for None or [], else the listed ones, wrapped
 // as torch wraps them; torch's errors for a dim out of range or repeated.
-std::vector<bool> reduced_dims(int64_t ndim, at::OptionalIntArrayRef dim);
+DimFlags reduced_dims(int64_t ndim, at::OptionalIntArrayRef dim);
 
 }  // namespace treduce

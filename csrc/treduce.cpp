@@ -180,9 +180,9 @@ SumTypes plan_types(ReduceOp op, DType in, std::optional<at::ScalarType> dtype) 
   return plan_sum_types(in, out);
 }
 
-std::vector<DimInfo> dim_infos(const at::Tensor& x, const std::vector<bool>& reduced) {
+c10::SmallVector<DimInfo, kInlineDims> dim_infos(const at::Tensor& x, const DimFlags& reduced) {
   const int64_t ndim = x.dim();
-  std::vector<DimInfo> dims(ndim);
+  c10::SmallVector<DimInfo, kInlineDims> dims(ndim);
   int64_t out_stride = 1;  // the result is contiguous, in the input's dim order
   for (int64_t i = ndim - 1; i >= 0; --i) {
     dims[i] = {x.size(i), x.stride(i), reduced[i] ? 0 : out_stride, bool(reduced[i])};
@@ -193,6 +193,12 @@ std::vector<DimInfo> dim_infos(const at::Tensor& x, const std::vector<bool>& red
 
 int lookup_variant(ReduceOp op, c10::DeviceType device, c10::string_view name) {
   const bool on_cpu = device == c10::DeviceType::CPU;
+  if (name == "auto") {  // nearly every call: its index, found once, not a walk over the names
+    static const int cpu_auto = cpu_variants().find("auto");
+    static const int cuda_auto = cuda_variants().find("auto");
+    const int i = on_cpu ? cpu_auto : cuda_auto;
+    if (i >= 0) return i;
+  }
   const VariantTable own = on_cpu ? cpu_variants() : cuda_variants();
   const VariantTable other = on_cpu ? cuda_variants() : cpu_variants();
   const char* here = on_cpu ? "CPU" : "CUDA";
@@ -212,10 +218,10 @@ int lookup_variant(ReduceOp op, c10::DeviceType device, c10::string_view name) {
 
 // Which dims are reduced: all of them for None or [], else the listed ones, wrapped as torch
 // wraps them (a 0-d tensor takes dim 0 and -1).
-std::vector<bool> reduced_dims(int64_t ndim, at::OptionalIntArrayRef dim) {
-  std::vector<bool> reduced(ndim, !dim || dim->empty());
+DimFlags reduced_dims(int64_t ndim, at::OptionalIntArrayRef dim) {
+  DimFlags reduced(ndim, !dim || dim->empty());
   if (!dim) return reduced;
-  std::vector<bool> seen(std::max<int64_t>(ndim, 1), false);
+  DimFlags seen(std::max<int64_t>(ndim, 1), false);
   for (const int64_t d : *dim) {
     const int64_t w = c10::maybe_wrap_dim(d, ndim);  // IndexError when out of range
     // Numbers go into the message as strings: streaming an int64_t into c10::str crashed this
@@ -233,8 +239,8 @@ namespace {
 void plan_layout(Prepared& p, const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim) {
   const char* name = op_name(p.op);
   const int64_t ndim = self.dim();
-  const std::vector<bool> reduced = reduced_dims(ndim, dim);
-  std::vector<int64_t> shape;
+  const DimFlags reduced = reduced_dims(ndim, dim);
+  c10::SmallVector<int64_t, kInlineDims> shape;
   for (int64_t i = 0; i < ndim; ++i) {
     if (!reduced[i]) shape.push_back(self.size(i));
     else if (keepdim) shape.push_back(1);
@@ -276,11 +282,12 @@ void plan_layout(Prepared& p, const at::Tensor& self, at::OptionalIntArrayRef di
   }
 
   p.input = self;
-  if (!fold_layout(dim_infos(self, reduced), &p.layout)) {
+  auto infos = dim_infos(self, reduced);
+  if (!fold_layout(infos.data(), int64_t(infos.size()), &p.layout)) {
     // Strides that no single (outer, reduced, inner) view describes: copy with the kept dims
     // first and the reduced ones last, which always folds into [kept] [reduced].
     std::vector<int64_t> perm;
-    std::vector<bool> permuted_reduced;
+    DimFlags permuted_reduced;
     for (int pass = 0; pass < 2; ++pass)
       for (int64_t i = 0; i < ndim; ++i)
         if (reduced[i] == bool(pass)) {
@@ -288,7 +295,8 @@ void plan_layout(Prepared& p, const at::Tensor& self, at::OptionalIntArrayRef di
           permuted_reduced.push_back(pass);
         }
     p.input = self.permute(perm).contiguous();
-    const bool folded = fold_layout(dim_infos(p.input, permuted_reduced), &p.layout);
+    auto permuted = dim_infos(p.input, permuted_reduced);
+    const bool folded = fold_layout(permuted.data(), int64_t(permuted.size()), &p.layout);
     TORCH_INTERNAL_ASSERT(folded, "a contiguous [kept][reduced] tensor must fold");
   }
 }
@@ -311,7 +319,7 @@ Prepared prepare_reduce(ReduceOp op, const at::Tensor& self, c10::string_view va
   p.is_auto = variant == "auto";
   const bool over_dims = p.is_auto || variant == "exact";  // the ladder variants reduce whole tensors
   if (!over_dims) {
-    const std::vector<bool> reduced = reduced_dims(self.dim(), dim);
+    const DimFlags reduced = reduced_dims(self.dim(), dim);
     bool full = true;  // every dim of size > 1 reduced: one result
     for (int64_t i = 0; i < self.dim(); ++i) full = full && (reduced[i] || self.size(i) == 1);
     TORCH_CHECK_VALUE(full, "treduce.sum: variant '", variant,
@@ -427,7 +435,7 @@ Prepared prepare_norm(const at::Tensor& self, const at::Scalar& ord, at::Optiona
     out = to_dtype(op, *dtype, "dtype=");
   }
   const double q = ord.toDouble();
-  const std::vector<bool> reduced = reduced_dims(self.dim(), dim);  // torch's dim errors first
+  const DimFlags reduced = reduced_dims(self.dim(), dim);  // torch's dim errors first
   if (self.numel() == 0 && (q < 0 || q == std::numeric_limits<double>::infinity())) {
     // No identity: torch's errors, with the order and dims as it prints them (an integer as
     // one, a float as an ostream does: %g). Formatted here, not by streaming the Scalar into an

@@ -99,6 +99,8 @@ def sum(x: torch.Tensor, dim: Dims = None, keepdim: bool = False, *,
     rounded once, the same bits on every device, also over dims and for DTensors (whose shards
     then exchange exact states: torch_reduce.distributed).
     """
+    if dim is None and dtype is None and not keepdim and variant == "auto":
+        return _SUM(x)  # the common call, without _call's frame (a tenth of a small call's host time)
     if variant == "exact" and type(x) is not torch.Tensor and x.dtype.is_floating_point:
         from .distributed import _exact_sum_of_dtensor, _is_dtensor
 
