@@ -8,6 +8,11 @@ read bandwidth, as a terminal table, JSON, Markdown and PNG plots.
     python benchmarks/bench.py --dims                # sum/mean/amax/amin over one dim (dims.py)
     python benchmarks/bench.py --dims --ops amax,amin --shapes 4096x4096:0,32x4096x4096
 
+On CUDA the sweep and --dims also time "torch.compile": torch.compile of the same torch call,
+compiled once per case with static shapes (--no-compile leaves it out; --ladder never has it);
+"vs best peer" is the fastest of torch.sum, torch.compile and cub (where present) over a
+candidate's time.
+
 A dtype written "a>b" sums a with dtype=b. Every candidate's result is checked (exactly for
 integer results, against the float64 sum with a stated bound for floats) before it is timed.
 Modes (CUDA): hot replays a CUDA graph of many calls (time per call; inputs under ~30 MB stay in
@@ -33,6 +38,7 @@ import math
 import platform
 import sys
 from dataclasses import asdict, dataclass
+from functools import partial
 from pathlib import Path
 
 import torch
@@ -47,6 +53,8 @@ import timing  # noqa: E402
 DTYPES = {str(d).removeprefix("torch."): d for d in torch_reduce.SUPPORTED_DTYPES}
 INTEGRAL = {torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64}
 OPS = ("sum",)
+# The reference lines a candidate is held against (vs_best): whichever of these ran.
+PEERS = ("torch.sum", "torch.compile", "cub")
 MODES = {"cuda": ("hot", "cold", "eager"), "cpu": ("wall",)}
 # Variants that take seconds past these sizes: one atomic per element on one address, and one
 # block doing all the work.
@@ -87,7 +95,7 @@ class Row:
     dtype: str  # Case.label
     n: int
     offset: int
-    candidate: str  # a variant, "torch.sum" or "read_probe"
+    candidate: str  # a variant, "torch.sum", "torch.compile" or "read_probe"
     mode: str
     median_us: float
     p10_us: float
@@ -97,6 +105,7 @@ class Row:
     torch_bytes: int
     speedup_vs_torch: float | None = None
     vs_cub: float | None = None  # cub's time over this one's
+    vs_best: float | None = None  # the fastest peer's (PEERS) time over this one's
     pct_of_read: float | None = None  # GB/s as a share of read_probe's on the same bytes
     samples_us: list[float] | None = None
 
@@ -178,10 +187,15 @@ def check(name: str, out: torch.Tensor, want: float, tol: float) -> None:
         raise AssertionError(f"{name}: got {got}, want {want} (tolerance {tol:.3g})")
 
 
-def candidates(case: Case, x: torch.Tensor, base: torch.Tensor, variants: list[str]) -> dict:
-    """name -> zero-argument callable, in the order they are timed."""
+def candidates(case: Case, x: torch.Tensor, base: torch.Tensor, variants: list[str],
+               compile_peer: bool = False) -> dict:
+    """name -> zero-argument callable, in the order they are timed. compile_peer: torch.compile of
+    the same torch.sum call, right after it (main asks for it on CUDA only)."""
     kw = {"dtype": case.out_dtype} if case.out_dtype else {}
     fns = {"torch.sum": lambda: torch.sum(x, **kw)}
+    if compile_peer:
+        compiled = timing.compile_once(lambda t: torch.sum(t, **kw))
+        fns["torch.compile"] = lambda: compiled(x)
     for v in variants:
         if case.n <= MAX_N.get(v, case.n):
             fns[v] = lambda v=v: torch.ops.treduce.sum(x, v, **kw)
@@ -203,8 +217,10 @@ def measure(case: Case, fns: dict, modes: list[str], reps: int, flush, keep_samp
                       nbytes / med / 1e3, nbytes, tbytes, samples_us=samples if keep_samples else None)
             timed[name] = row
             rows.append(row)
+        best = min(timed[p].median_us for p in PEERS if p in timed)
         for row in timed.values():
             row.speedup_vs_torch = timed["torch.sum"].median_us / row.median_us
+            row.vs_best = best / row.median_us
             if "cub" in timed:
                 row.vs_cub = timed["cub"].median_us / row.median_us
             if "read_probe" in timed:
@@ -327,6 +343,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--reps", type=int, help="timed repetitions per candidate and mode (default 20; 5 with --quick)")
     parser.add_argument("--quick", action="store_true", help="a few small cases, hot mode only, 5 repetitions")
     parser.add_argument("--ladder", action="store_true", help="the seed 000 optimisation table (CUDA), instead of the sweep")
+    parser.add_argument("--no-compile", action="store_true",
+                        help="CUDA: leave out the torch.compile peer (it compiles once per case)")
     parser.add_argument("--dims", action="store_true", help="the dims suite (sum, mean, amax, amin over one dim, "
                         "against torch's own; dims.py) and the eager call overhead, instead of the sweep")
     parser.add_argument("--shapes", help="with --dims: comma-separated shapes such as 4096x4096 (reduced at dims -1, 0 "
@@ -408,7 +426,8 @@ def _dims_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> arg
 def main_dims(args: argparse.Namespace) -> int:
     cases = dims.suite(args.device, args.ops, [d for d, _ in args.dtypes], args.shapes)
     progress = Progress(len(cases))
-    rows = dims.run(cases, args.device, args.modes, args.reps, progress=progress.step)
+    make = partial(dims.candidates, compile_peer=args.device == "cuda" and not args.no_compile)
+    rows = dims.run(cases, args.device, args.modes, args.reps, make_candidates=make, progress=progress.step)
     progress.close()
     eager = eager_overhead(args.device, args.reps)
     env = environment(args.device)
@@ -436,7 +455,10 @@ def main(argv: list[str] | None = None) -> int:
         cases = [Case(op, d, o, n, args.offset, args.data) for op in args.ops for d, o in args.dtypes
                  for n in args.sizes]
         variants, modes = args.variants, args.modes
-    rows = run(cases, args.device, variants, modes, args.reps)
+    # The seed table stays as it was: no torch.compile there.
+    compile_peer = args.device == "cuda" and not args.ladder and not args.no_compile
+    rows = run(cases, args.device, variants, modes, args.reps,
+               make_candidates=partial(candidates, compile_peer=compile_peer))
     env = environment(args.device)
     kind = "ladder" if args.ladder else "sweep"
     report.write_all(args.out, kind, env, rows, vars(args))

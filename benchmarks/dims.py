@@ -1,6 +1,7 @@
 """The dims suite: sum, mean, amax and amin over one dim, torch_reduce's "auto" against torch's
-own function, on shapes where the reduced dim is the inner one, the outer one or (3-D) the middle
-one. `python benchmarks/bench.py --dims` runs it; this file holds its cases, checks and timing.
+own function (and, on CUDA, torch.compile of the same call), on shapes where the reduced dim is
+the inner one, the outer one or (3-D) the middle one. `python benchmarks/bench.py --dims` runs it;
+this file holds its cases, checks and timing.
 
 Every result is checked before it is timed, torch's included: amax and amin must equal the
 extremum of the elements exactly; sum and mean must be within a stated bound of the float64
@@ -63,7 +64,7 @@ class DimRow:
     shape: list[int]
     dim: int
     out_shape: list[int]
-    candidate: str  # "torch.<op>" or "auto"
+    candidate: str  # "torch.<op>", "torch.compile" or "auto"
     mode: str
     median_us: float
     p10_us: float
@@ -71,6 +72,7 @@ class DimRow:
     gbps: float
     bytes: int
     speedup_vs_torch: float | None = None  # torch's time over this one's
+    vs_best: float | None = None  # the faster of torch's and torch.compile's time over this one's
     samples_us: list[float] | None = None
 
 
@@ -158,10 +160,16 @@ def check(name: str, got: torch.Tensor, want: torch.Tensor, tol: torch.Tensor | 
                              f"got {got.reshape(-1)[i].item()}, want {want.reshape(-1)[i].item()} ({bound})")
 
 
-def candidates(case: DimCase, x: torch.Tensor) -> dict:
-    """name -> zero-argument callable, in the order they are timed; torch's first."""
-    theirs, ours = getattr(torch, case.op), getattr(torch_reduce, case.op)
-    return {f"torch.{case.op}": lambda: theirs(x, dim=case.dim), "auto": lambda: ours(x, dim=case.dim)}
+def candidates(case: DimCase, x: torch.Tensor, compile_peer: bool = False) -> dict:
+    """name -> zero-argument callable, in the order they are timed; torch's first, then with
+    compile_peer torch.compile of the same call (bench.py asks for it on CUDA only)."""
+    theirs, ours, dim = getattr(torch, case.op), getattr(torch_reduce, case.op), case.dim
+    fns = {f"torch.{case.op}": lambda: theirs(x, dim=dim)}
+    if compile_peer:
+        compiled = timing.compile_once(lambda t: theirs(t, dim=dim))
+        fns["torch.compile"] = lambda: compiled(x)
+    fns["auto"] = lambda: ours(x, dim=dim)
+    return fns
 
 
 def measure(case: DimCase, fns: dict, modes: list[str], reps: int, flush, keep_samples: bool) -> list[DimRow]:
@@ -175,8 +183,10 @@ def measure(case: DimCase, fns: dict, modes: list[str], reps: int, flush, keep_s
             timed[name] = DimRow(case.op, case.dtype_name, list(case.shape), case.dim, list(case.out_shape), name,
                                  mode, med, p10, p90, nbytes / med / 1e3, nbytes,
                                  samples_us=samples if keep_samples else None)
+        best = min(timed[p].median_us for p in (f"torch.{case.op}", "torch.compile") if p in timed)
         for row in timed.values():
             row.speedup_vs_torch = timed[f"torch.{case.op}"].median_us / row.median_us
+            row.vs_best = best / row.median_us
         rows += timed.values()
     return rows
 

@@ -9,7 +9,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 HEADLINE = "auto"
-REFERENCES = ("torch.sum", "cub", "read_probe")
+REFERENCES = ("torch.sum", "torch.compile", "cub", "read_probe")
 
 
 def size_label(n: int) -> str:
@@ -23,11 +23,12 @@ def _fmt(value, spec: str, missing: str = "-") -> str:
 
 def terminal_table(rows) -> str:
     lines = [f"{'dtype':17} {'n':>7} {'candidate':17} {'mode':5} {'median us':>10} {'p10-p90 us':>17} "
-             f"{'GB/s':>8} {'% read':>7} {'vs torch':>8} {'vs cub':>7}"]
+             f"{'GB/s':>8} {'% read':>7} {'vs torch':>8} {'vs cub':>7} {'vs best':>7}"]
     for r in rows:
         lines.append(f"{r.dtype:17} {size_label(r.n):>7} {r.candidate:17} {r.mode:5} {r.median_us:>10.2f} "
                      f"{f'{r.p10_us:.2f}-{r.p90_us:.2f}':>17} {r.gbps:>8.1f} {_fmt(r.pct_of_read, '6.1f'):>7} "
-                     f"{_fmt(r.speedup_vs_torch, '7.2f'):>7}x {_fmt(r.vs_cub, '6.2f') + ('x' if r.vs_cub else ' '):>7}")
+                     f"{_fmt(r.speedup_vs_torch, '7.2f'):>7}x {_fmt(r.vs_cub, '6.2f') + ('x' if r.vs_cub else ' '):>7} "
+                     f"{_fmt(r.vs_best, '6.2f') + ('x' if r.vs_best else ' '):>7}")
     return "\n".join(lines)
 
 
@@ -76,17 +77,19 @@ def _grid(head, body, markdown: bool) -> str:
 
 
 def headline_markdown(rows, mode: str) -> str:
-    """auto against the references, one row per dtype and size."""
-    head = ["dtype", "n", "torch.sum us", "cub us", f"{HEADLINE} us", f"{HEADLINE} GB/s", "% of read",
-            f"{HEADLINE} vs torch.sum", f"{HEADLINE} vs cub"]
+    """auto against the references, one row per dtype and size; "-" where a reference did not run
+    (torch.compile and vs best peer in results from before it was added)."""
+    head = ["dtype", "n", "torch.sum us", "torch.compile us", "cub us", f"{HEADLINE} us", f"{HEADLINE} GB/s",
+            "% of read", f"{HEADLINE} vs torch.sum", f"{HEADLINE} vs cub", f"{HEADLINE} vs best peer"]
     body = []
     for (op, dtype, n, offset, m), cands in _by_case(rows).items():
         if m != mode or HEADLINE not in cands:
             continue
-        a, t, c = cands[HEADLINE], cands["torch.sum"], cands.get("cub")
-        body.append([dtype, size_label(n), f"{t.median_us:.2f}", _fmt(c and c.median_us, ".2f"),
-                     f"{a.median_us:.2f}", f"{a.gbps:.0f}", _fmt(a.pct_of_read, ".0f"),
-                     f"{a.speedup_vs_torch:.2f}x", _fmt(a.vs_cub, ".2f") + ("x" if c else "")])
+        a, t, tc, c = cands[HEADLINE], cands["torch.sum"], cands.get("torch.compile"), cands.get("cub")
+        body.append([dtype, size_label(n), f"{t.median_us:.2f}", _fmt(tc and tc.median_us, ".2f"),
+                     _fmt(c and c.median_us, ".2f"), f"{a.median_us:.2f}", f"{a.gbps:.0f}", _fmt(a.pct_of_read, ".0f"),
+                     f"{a.speedup_vs_torch:.2f}x", _fmt(a.vs_cub, ".2f") + ("x" if c else ""),
+                     _fmt(a.vs_best, ".2f") + ("x" if a.vs_best else "")])
     return _grid(head, body, markdown=True)
 
 
@@ -115,6 +118,9 @@ def markdown(kind: str, env: dict, rows) -> str:
                   ladder_table(rows, markdown=True)]
         return "\n".join(parts) + "\n"
     modes = list(dict.fromkeys(r.mode for r in rows))
+    if any(r.candidate == HEADLINE for r in rows):
+        parts += [f"vs best peer: the fastest of torch.sum, torch.compile and cub (those that ran) over "
+                  f"{HEADLINE}'s time.", ""]
     for mode in modes:
         if any(r.candidate == HEADLINE for r in rows):
             parts += [f"## {HEADLINE} against the references, {mode}", "", headline_markdown(rows, mode), ""]
@@ -139,7 +145,8 @@ def plot_sweep(rows, path: Path, mode: str) -> None:
     rows_ = math.ceil(len(series) / cols)
     fig, axes = plt.subplots(rows_, cols, figsize=(4.2 * cols, 3.2 * rows_), squeeze=False)
     style = {"auto": dict(color="tab:red", lw=2.2), "cub": dict(color="tab:blue", lw=1.6),
-             "torch.sum": dict(color="black", lw=1.6), "read_probe": dict(color="gray", lw=1.2, ls="--")}
+             "torch.sum": dict(color="black", lw=1.6), "torch.compile": dict(color="tab:green", lw=1.6),
+             "read_probe": dict(color="gray", lw=1.2, ls="--")}
     for ax, (dtype, cands) in zip(axes.flat, series.items()):
         for name, points in cands.items():
             points.sort()
@@ -221,26 +228,29 @@ def _by_dims_case(rows):
 
 
 def dims_terminal_table(rows) -> str:
-    lines = [f"{'op':5} {'dtype':9} {'shape':14} {'dim':>3} {'candidate':10} {'mode':5} {'median us':>10} "
-             f"{'p10-p90 us':>19} {'GB/s':>8} {'vs torch':>8}"]
+    lines = [f"{'op':5} {'dtype':9} {'shape':14} {'dim':>3} {'candidate':13} {'mode':5} {'median us':>10} "
+             f"{'p10-p90 us':>19} {'GB/s':>8} {'vs torch':>8} {'vs best':>7}"]
     for r in rows:
-        lines.append(f"{r.op:5} {r.dtype:9} {shape_label(r.shape):14} {r.dim:>3} {r.candidate:10} {r.mode:5} "
+        lines.append(f"{r.op:5} {r.dtype:9} {shape_label(r.shape):14} {r.dim:>3} {r.candidate:13} {r.mode:5} "
                      f"{r.median_us:>10.2f} {f'{r.p10_us:.2f}-{r.p90_us:.2f}':>19} {r.gbps:>8.1f} "
-                     f"{_fmt(r.speedup_vs_torch, '7.2f'):>7}x")
+                     f"{_fmt(r.speedup_vs_torch, '7.2f'):>7}x "
+                     f"{_fmt(r.vs_best, '6.2f') + ('x' if r.vs_best else ' '):>7}")
     return "\n".join(lines)
 
 
 def dims_markdown_table(rows, mode: str) -> str:
-    """auto against torch's own function, one row per op, dtype, shape and dim."""
-    head = ["op", "dtype", "shape", "dim", "torch us", f"{HEADLINE} us", f"{HEADLINE} p10-p90 us", "torch GB/s",
-            f"{HEADLINE} GB/s", f"{HEADLINE} vs torch"]
+    """auto against torch's own function and torch.compile of it ("-" where that did not run), one
+    row per op, dtype, shape and dim."""
+    head = ["op", "dtype", "shape", "dim", "torch us", "torch.compile us", f"{HEADLINE} us", f"{HEADLINE} p10-p90 us",
+            "torch GB/s", f"{HEADLINE} GB/s", f"{HEADLINE} vs torch", f"{HEADLINE} vs best peer"]
     body = []
     for (op, dtype, shape, dim, m), cands in _by_dims_case(rows).items():
         if m != mode or HEADLINE not in cands:
             continue
-        a, t = cands[HEADLINE], cands[f"torch.{op}"]
-        body.append([op, dtype, shape_label(shape), str(dim), f"{t.median_us:.2f}", f"{a.median_us:.2f}",
-                     f"{a.p10_us:.2f}-{a.p90_us:.2f}", f"{t.gbps:.0f}", f"{a.gbps:.0f}", f"{a.speedup_vs_torch:.2f}x"])
+        a, t, tc = cands[HEADLINE], cands[f"torch.{op}"], cands.get("torch.compile")
+        body.append([op, dtype, shape_label(shape), str(dim), f"{t.median_us:.2f}", _fmt(tc and tc.median_us, ".2f"),
+                     f"{a.median_us:.2f}", f"{a.p10_us:.2f}-{a.p90_us:.2f}", f"{t.gbps:.0f}", f"{a.gbps:.0f}",
+                     f"{a.speedup_vs_torch:.2f}x", _fmt(a.vs_best, ".2f") + ("x" if a.vs_best else "")])
     return _grid(head, body, markdown=True)
 
 
@@ -256,9 +266,11 @@ def eager_table(rows, markdown: bool = False) -> str:
 def dims_markdown(env: dict, rows, eager) -> str:
     parts = ["# torch_reduce benchmark: dims", "", environment_line(env), "",
              "Each case reduces one dim of a contiguous tensor (keepdim=False): torch's own function "
-             "(torch.sum, torch.mean, torch.amax, torch.amin) against torch_reduce's auto. GB/s counts the bytes "
-             "the op must move: the input read once and the result written once. Medians over repetitions; "
-             f"vs torch: torch's time over {HEADLINE}'s. Every result was checked before it was timed.", ""]
+             "(torch.sum, torch.mean, torch.amax, torch.amin) and, on CUDA, torch.compile of the same call against "
+             "torch_reduce's auto. GB/s counts the bytes the op must move: the input read once and the result "
+             f"written once. Medians over repetitions; vs torch: torch's time over {HEADLINE}'s; vs best peer: "
+             f"the faster of torch's and torch.compile's over {HEADLINE}'s. Every result was checked before it "
+             "was timed.", ""]
     for mode in dict.fromkeys(r.mode for r in rows):
         parts += [f"## {HEADLINE} against torch, {mode}", "", DIMS_MODES.get(mode, mode) + ".", "",
                   dims_markdown_table(rows, mode), ""]

@@ -79,13 +79,42 @@ class L2Flush:
         self.buffer.amax()
 
 
+def _sleep_cycles_per_us() -> float:
+    """How many cycles of torch.cuda._sleep take a microsecond on this device."""
+    global _CYCLES_PER_US
+    if _CYCLES_PER_US is None:
+        cycles = 1 << 20
+        torch.cuda._sleep(cycles)  # warm
+        start, end = _events()
+        start.record()
+        torch.cuda._sleep(cycles)
+        end.record()
+        end.synchronize()
+        _CYCLES_PER_US = cycles / (start.elapsed_time(end) * 1000.0)
+    return _CYCLES_PER_US
+
+
+_CYCLES_PER_US = None
+
+
 def time_cold(fn, reps: int, flush: L2Flush) -> list[float]:
-    """CUDA events around one call, each after a flush: the input comes from DRAM."""
+    """CUDA events around one call, each after a flush: the input comes from DRAM. The device
+    spins (torch.cuda._sleep, no memory traffic) after the flush for longer than the host takes
+    to issue the call, so the start event runs when the call's kernels are already queued: the
+    sample is the device's time, as hot's is. Without it a call whose host side outlasts the
+    flush (a torch.compile'd function's guards and wrapper: 75-125 us a call, against a 33 us
+    flush on an H100) was charged the idle gap too."""
     fn()
+    t0 = time.perf_counter()
+    fn()
+    host_us = (time.perf_counter() - t0) * 1e6
+    torch.cuda.synchronize()
+    sleep = int((2 * host_us + 50) * _sleep_cycles_per_us())
     start, end = _events()
     samples = []
     for _ in range(reps):
         flush()
+        torch.cuda._sleep(sleep)
         start.record()
         fn()
         end.record()
@@ -148,6 +177,15 @@ def time_mode(mode: str, fn, reps: int, flush: L2Flush | None = None) -> list[fl
     if mode == "wall":
         return time_wall(fn, reps)
     raise ValueError(f"unknown mode {mode!r}")
+
+
+def compile_once(call):
+    """torch.compile of `call` for one case (it compiles at the first call). Dynamo's caches are
+    emptied first: every case's `call` comes from one lambda, so shares one code object, and past 8
+    recompiles of one code object dynamo silently runs it eagerly. Static shapes; fullgraph, so a
+    graph break raises instead of running part of the call eagerly."""
+    torch._dynamo.reset()
+    return torch.compile(call, dynamic=False, fullgraph=True)
 
 
 def quantiles(samples: list[float]) -> tuple[float, float, float]:

@@ -4,6 +4,7 @@ whole run writing every output file; the same for the dims suite (--dims)."""
 import json
 import math
 import sys
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,7 @@ import torch_reduce
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 import bench  # noqa: E402
 import dims  # noqa: E402
+import report  # noqa: E402
 
 
 def test_sizes_and_dtypes_parse():
@@ -30,6 +32,7 @@ def test_arguments():
     assert args.variants == ["serial", "pairwise", "auto", "exact"]
     args = bench.parse_args(["--device", "cpu", "--sizes", "2^4,7", "--dtypes", "int8,float32>float64", "--reps", "3"])
     assert args.sizes == [16, 7] and args.dtypes == [(torch.int8, None), (torch.float32, torch.float64)]
+    assert not args.no_compile and bench.parse_args(["--device", "cpu", "--no-compile"]).no_compile
     for bad, message in [(["--variants", "warp_shuffle"], "unknown cpu variants: warp_shuffle"),
                          (["--modes", "hot"], "modes on cpu: wall; not hot"),
                          (["--ops", "prod"], "unknown ops: prod"),
@@ -93,6 +96,94 @@ def test_cpu_run_writes_every_output(tmp_path, capsys):
     md = (out / "results.md").read_text()
     assert "## auto against the references, wall" in md and "| float32>float64 | 4097 |" in md
     assert (out / "gbps_wall.png").stat().st_size > 10_000
+
+
+@pytest.fixture
+def compiled_graphs(monkeypatch):
+    """torch.compile through a backend that records each graph dynamo hands it and runs it as
+    traced (no inductor, so the CUDA-only torch.compile peer runs here in seconds); yields the
+    graphs, and the keyword arguments torch.compile was called with."""
+    graphs, calls = [], []
+
+    def backend(gm, example_inputs):
+        graphs.append(gm)
+        return gm.forward
+
+    real = torch.compile
+
+    def recording_compile(fn, **kw):
+        calls.append(kw)
+        return real(fn, backend=backend, **kw)
+
+    monkeypatch.setattr(torch, "compile", recording_compile)
+    yield graphs, calls
+    torch._dynamo.reset()
+
+
+def _check_vs_best(rows, key, peers):
+    """Each row's vs_best is the fastest peer's median over its own, within its case and mode."""
+    cases = {}
+    for r in rows:
+        cases.setdefault(key(r), {})[r.candidate] = r
+    for cands in cases.values():
+        best = min(cands[p].median_us for p in peers if p in cands)
+        assert all(r.vs_best == pytest.approx(best / r.median_us) for r in cands.values())
+    return cases
+
+
+def test_compile_peer_compiles_every_case(compiled_graphs):
+    """The sweep's torch.compile peer (main adds it on CUDA): compiled once per case, also past
+    dynamo's 8 recompiles of one function (where it would run eagerly unless reset), checked like
+    every candidate, timed right after torch.sum, and in vs_best."""
+    graphs, calls = compiled_graphs
+    cases = [bench.Case("sum", d, o, n) for d, o in [(torch.float32, None), (torch.int8, None), (torch.bool, None),
+                                                      (torch.float32, torch.float64), (torch.int16, torch.int32)]
+             for n in (100, 1000)]
+    rows = bench.run(cases, "cpu", ["auto"], ["wall"], 2, make_candidates=partial(bench.candidates, compile_peer=True))
+    assert len(graphs) == len(calls) == len(cases) > 8
+    assert all(kw == {"dynamic": False, "fullgraph": True} for kw in calls)
+    per_case = _check_vs_best(rows, lambda r: (r.dtype, r.n, r.mode), bench.PEERS)
+    assert len(per_case) == len(cases)
+    assert all(list(cands) == ["torch.sum", "torch.compile", "auto"] for cands in per_case.values())
+    md = report.markdown("sweep", {"device": "cpu", "torch": "x", "date": "d"}, rows)
+    assert "| torch.sum us | torch.compile us | cub us |" in md and "auto vs best peer |" in md
+    line = next(line for line in md.splitlines() if line.startswith("| int16>int32 | 1000 |"))
+    assert line.split(" | ")[3] != "-" and line.endswith("x |")  # torch.compile's time, vs best peer
+    assert "torch.compile" in report.terminal_table(rows)
+
+
+def test_dims_compile_peer_compiles_every_case(compiled_graphs):
+    graphs, calls = compiled_graphs
+    cases = dims.suite("cpu", dims.OPS, (torch.float32,), [((24, 40), None), ((6, 5, 7), None)])
+    rows = dims.run(cases, "cpu", ["wall"], 2, make_candidates=partial(dims.candidates, compile_peer=True))
+    assert len(graphs) == len(calls) == len(cases) > 8
+    per_case = _check_vs_best(rows, lambda r: (r.op, tuple(r.shape), r.dim, r.mode),
+                              ["torch.sum", "torch.mean", "torch.amax", "torch.amin", "torch.compile"])
+    assert len(per_case) == len(cases)
+    assert all(list(cands) == [f"torch.{r.op}", "torch.compile", "auto"] for cands in per_case.values()
+               for r in cands.values())
+    md = report.dims_markdown({"device": "cpu", "torch": "x", "date": "d"}, rows, [])
+    line = next(line for line in md.splitlines() if line.startswith("| amin | float32 | 6x5x7 | 1 |"))
+    assert line.split(" | ")[5] != "-" and line.endswith("x |")
+    assert "torch.compile" in report.dims_terminal_table(rows)
+
+
+def test_results_without_compile_still_render():
+    """Rows from before torch.compile and vs_best were added (JSON without them) render with "-"."""
+    old = dict(op="sum", dtype="float32", n=1024, offset=0, mode="hot", p10_us=1.0, p90_us=2.0, gbps=1.0,
+               bytes=4100, torch_bytes=4100, pct_of_read=50.0)
+    rows = [bench.Row(candidate="torch.sum", median_us=2.0, speedup_vs_torch=1.0, **old),
+            bench.Row(candidate="auto", median_us=1.0, speedup_vs_torch=2.0, **old)]
+    md = report.markdown("sweep", {"device": "cpu", "torch": "x", "date": "d"}, rows)
+    assert "| float32 | 2^10 | 2.00 | - | - | 1.00 | 1 | 50 | 2.00x | - | - |" in md
+    assert report.terminal_table(rows).splitlines()[-1].split()[-3:] == ["2.00x", "-", "-"]  # vs cub, vs best
+    old = dict(op="amax", dtype="float32", shape=[8, 4], dim=0, out_shape=[4], mode="hot", p10_us=1.0, p90_us=2.0,
+               gbps=1.0, bytes=144)
+    rows = [dims.DimRow(candidate="torch.amax", median_us=2.0, speedup_vs_torch=1.0, **old),
+            dims.DimRow(candidate="auto", median_us=1.0, speedup_vs_torch=2.0, **old)]
+    table = report.dims_markdown_table(rows, "hot")
+    assert "| amax | float32 | 8x4 | 0 | 2.00 | - | 1.00 | 1.00-2.00 | 1 | 1 | 2.00x | - |" in table
+    assert report.dims_terminal_table(rows).splitlines()[-1].split()[-2:] == ["2.00x", "-"]
 
 
 # The dims suite (bench.py --dims): sum, mean, amax, amin over one dim against torch's own.
