@@ -106,6 +106,9 @@ BIG_LAYOUTS = {
     # Few outputs of 2-byte types go as 8-byte vectors; the last 2 of each row as elements.
     "128x65538_cropped": lambda f: f((128, 65544))[:, :65538],
     "4096x4096": lambda f: f((4096, 4096)),
+    # Rows of two or more vectors a thread of a 512-thread block, enough for every multiprocessor:
+    # a block a row (4- and 2-byte types); rows that start off a 16-byte boundary.
+    "600x8201": lambda f: f((600, 8201)),
     "4096x4096_transposed": lambda f: f((4096, 4096)).t(),
     "32x4096x4096": lambda f: f((32, 4096, 4096)),
 }

@@ -224,6 +224,34 @@ row_segments_kernel(const typename R::In* x, Layout3 l, int64_t per_segment, int
   if (threadIdx.x == 0) store_acc<typename R::Op>(out, segments == 1 ? o * l.out_outer : int64_t(blockIdx.x), v);
 }
 
+// Combines p[j * stride] for j = first, first + step, ... below `count`, in that order, kLoads
+// partials loaded before any is combined (the last few together too): one round trip to L2 for
+// kLoads of them, where a load, its combine, then the next load made one each. Same order as
+// one at a time, so the same bits.
+template <class R, int kLoads>
+__device__ __forceinline__ typename R::Acc combine_strided(const typename R::Acc* p, int64_t stride, int first,
+                                                           int step, int count) {
+  using Op = typename R::Op;
+  auto v = Op::identity();
+  int j = first;
+  for (; j + (kLoads - 1) * step < count; j += kLoads * step) {
+    typename R::Acc q[kLoads];
+#pragma unroll
+    for (int u = 0; u < kLoads; ++u) q[u] = p[int64_t(j + u * step) * stride];
+#pragma unroll
+    for (int u = 0; u < kLoads; ++u) v = Op::combine(v, q[u]);
+  }
+  if (j < count) {  // fewer than kLoads left
+    typename R::Acc q[kLoads - 1];
+#pragma unroll
+    for (int u = 0; u < kLoads - 1; ++u) q[u] = j + u * step < count ? p[int64_t(j + u * step) * stride] : Op::identity();
+#pragma unroll
+    for (int u = 0; u < kLoads - 1; ++u)
+      if (j + u * step < count) v = Op::combine(v, q[u]);
+  }
+  return v;
+}
+
 // A warp per row combines that row's segment partials, in segment order.
 template <class R>
 __global__ void __launch_bounds__(kRowsBlock)
@@ -235,28 +263,10 @@ row_partials_kernel(const typename R::Acc* partials, int segments, Layout3 l, Si
   const int64_t o = int64_t(blockIdx.x) * (kRowsBlock / 32) + threadIdx.x / 32;
   if (o >= l.outer) return;  // whole warps
   const unsigned lane = threadIdx.x % 32;
-  auto v = Op::identity();
-  // Eight partials loaded before any is combined, and the last few together (in the same order
-  // as one at a time: the same bits): a whole tensor of an indexed operator is one row of ~500
+  // Eight partials at a time: a whole tensor of an indexed operator is one row of ~500
   // segments, and a load, then its combine, then the next load made 16 round trips to L2 (argmax
   // of 2^26 float32: 101.8 us against the probe's 86.4, with the per-element operator).
-  const typename R::Acc* p = partials + o * segments;
-  int j = lane;
-  for (; j + 32 * 7 < segments; j += 32 * 8) {
-    typename R::Acc q[8];
-#pragma unroll
-    for (int u = 0; u < 8; ++u) q[u] = p[j + 32 * u];
-#pragma unroll
-    for (int u = 0; u < 8; ++u) v = Op::combine(v, q[u]);
-  }
-  if (j < segments) {
-    typename R::Acc q[7];
-#pragma unroll
-    for (int u = 0; u < 7; ++u) q[u] = j + 32 * u < segments ? p[j + 32 * u] : Op::identity();
-#pragma unroll
-    for (int u = 0; u < 7; ++u)
-      if (j + 32 * u < segments) v = Op::combine(v, q[u]);
-  }
+  auto v = combine_strided<R, 8>(partials + o * segments, 1, int(lane), 32, segments);
   v = warp_reduce<Op>(v);
   if (lane == 0) store_acc<Op>(out, o * l.out_outer, v);
 }
@@ -433,9 +443,12 @@ column_partials_kernel(const typename R::Acc* partials, int splits, Layout3 l, S
   using Acc = typename R::Acc;
   const int64_t outputs = l.outer * l.inner;
   const int64_t k = int64_t(blockIdx.x) * kPartialsX + threadIdx.x;
-  Acc v = Op::identity();
-  if (k < outputs)
-    for (int s = threadIdx.y; s < splits; s += blockDim.y) v = Op::combine(v, partials[s * outputs + k]);
+  // Up to 8 partials a thread loaded before any is combined (fewer for wide accumulators: a
+  // block of 1024 threads has 64 registers a thread). One at a time, (65536, 128) over dim 0 (395
+  // splits, 12 or 13 a thread) took 9.3 us here against torch.compile's 3.7 for its combine (ncu).
+  constexpr int kLoads = sizeof(Acc) <= 8 ? 8 : sizeof(Acc) <= 16 ? 4 : 2;
+  Acc v = k < outputs ? combine_strided<R, kLoads>(partials + k, outputs, int(threadIdx.y), int(blockDim.y), splits)
+                      : Op::identity();
   __shared__ Acc by_y[32][kPartialsX + 1];
   by_y[threadIdx.y][threadIdx.x] = v;
   __syncthreads();
@@ -458,9 +471,27 @@ cudaError_t run_rows(const ReduceArgs& a, const Sink& result, size_t* workspace_
   const int64_t per_lane = loads >= 32 ? 8 : 4;
   int team = 1;
   while (team < 32 && team * per_lane < loads) team *= 2;
+  // Many rows of at least two vectors a thread of a kSegmentBlock block (float32 rows of 4096
+  // and longer): a block a row, as torch.compile's kernel does. A warp a row left (4096, 4096)
+  // float32 with one warp of 56 registers a row, 46% of the warp slots and 76% of DRAM's peak
+  // against 91% and 81% (ncu); the block's 31 registers fill them. Rows of one vector a thread,
+  // or with Welford's or a position's accumulator, lost with it (NOTES): not those; nor 8-byte
+  // inputs, not measured (their segments kernel takes 34 registers: 3 blocks of 512).
+  if constexpr (sizeof(Acc) <= 8 && sizeof(In) <= 4) {
+    if (per_load > 1 && loads >= 2 * kSegmentBlock &&
+        l.outer >= int64_t(a.sm_count) * resident_blocks_per_sm<row_segments_kernel<R>>(kSegmentBlock)) {
+      if (workspace_bytes) {
+        *workspace_bytes = 0;
+        return cudaSuccess;
+      }
+      if (l.outer > kMaxGridX) return cudaErrorInvalidConfiguration;
+      row_segments_kernel<R><<<unsigned(l.outer), kSegmentBlock, 0, a.stream>>>(x, l, l.reduced, 1, result);
+      return last_launch_error();
+    }
+  }
   // Teams when rows are short, or when there are rows enough for a quarter of the device's
   // threads (four loads in flight each keep the memory busy); otherwise blocks on segments
-  // of rows. (One block per row of 4096 float32 was latency-bound: 2 loads per thread.)
+  // of rows.
   if (loads <= 4 * 32 || l.outer * team >= int64_t(a.sm_count) * 512) {
     if (workspace_bytes) {
       *workspace_bytes = 0;
