@@ -322,12 +322,17 @@ void reduce_columns(const In* x, const Layout3& l, const Sink& out) {
     for (int64_t t = begin; t < end; ++t)
       segment(t / (strips * segments), t / segments % strips, t % segments, partial.get() + t * width_max);
   });
-  at::parallel_for(0, l.outer * strips, 1, [&](int64_t begin, int64_t end) {
-    for (int64_t t = begin; t < end; ++t) {
-      const int64_t o = t / strips, s = t % strips;
+  // The combine by blocks of kCombineWidth outputs of a strip, on every thread: a strip a task
+  // left (4096, 4096) with one task, 16 x 4096 partials on one thread while the others waited.
+  constexpr int64_t kCombineWidth = 256;
+  const int64_t blocks = (width_max + kCombineWidth - 1) / kCombineWidth;  // of a strip
+  at::parallel_for(0, l.outer * strips * blocks, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t b = begin; b < end; ++b) {
+      const int64_t t = b / blocks, o = t / strips, s = t % strips;
       const int64_t width = std::min(kWidth, l.inner - s * kWidth);
+      const int64_t j1 = std::min(width, (b % blocks + 1) * kCombineWidth);
       const Acc* p = partial.get() + t * segments * width_max;
-      for (int64_t j = 0; j < width; ++j) store(o, s, j, pairwise_combine<Op>(p + j, segments, width_max));
+      for (int64_t j = b % blocks * kCombineWidth; j < j1; ++j) store(o, s, j, pairwise_combine<Op>(p + j, segments, width_max));
     }
   });
 }
