@@ -565,15 +565,31 @@ __device__ __forceinline__ typename R::Acc combine_partials(const typename R::Ac
   return warp_reduce<Op>(v);
 }
 
-// The last block's combine in a one-kernel call, by its first warp. Not inlined: it holds up to
-// kCombineLoads accumulators at once, more than the grid kernel's register bound, and inlined
-// its spills reached the grid loop (uint8, bfloat16 var); here they stay in this one warp.
+// The last block's combine in a one-kernel call, by its first warp.
 template <class R>
-__device__ __noinline__ void finish_last_block(const typename R::Acc* partials, int n, Sink out) {
+__device__ __forceinline__ void finish_body(const typename R::Acc* partials, int n, Sink out) {
   __threadfence();  // every block's partial, seen through its ticket, is read after it
   const auto v = combine_partials<R, true>(partials, n);
   if (threadIdx.x == 0) store_acc<typename R::Op>(out, 0, v);
 }
+
+// Out of line for most: it holds up to kCombineLoads accumulators at once, more than the grid
+// kernel's register bound, and inlined its spills reached the grid loop (uint8, bfloat16 var);
+// here they stay in this one warp.
+template <class R>
+__device__ __noinline__ void finish_last_block(const typename R::Acc* partials, int n, Sink out) {
+  finish_body<R>(partials, n, out);
+}
+
+// Inline for sums of 8-byte accumulators from float32 or 8-byte inputs, which ptxas fits in the
+// grid kernel with at most 8 bytes of spills: with the caches cold the out-of-line call (its
+// frame in local memory) cost float64 2^16 1.5 us of 8.9 (A/B, cold, H100; the two-kernel path
+// takes 5.6, torch.compile 7.8). Inlined, int32 -> int64 spilled 56 bytes and 1- and 2-byte
+// inputs 76-220: not those.
+template <class R>
+inline constexpr bool kInlineFinish =
+    sizeof(typename R::Acc) == 8 && std::is_arithmetic_v<typename R::Acc> &&
+    (sizeof(typename R::In) == 8 || std::is_same_v<typename R::In, float>);
 
 // Larger inputs: each block's partial, then their combine. Two ways to a result, the same bits:
 //  - ticket null (calls captured in CUDA graphs, where a call's memory must be its own):
@@ -606,7 +622,10 @@ vector_sum_kernel(const typename R::In* x, VecSplit s, typename R::Acc* partials
     last = atomicInc(ticket, gridDim.x - 1) == gridDim.x - 1;
   }
   __syncthreads();
-  if (last && threadIdx.x < 32) finish_last_block<R>(partials, int(gridDim.x), out);
+  if (last && threadIdx.x < 32) {
+    if constexpr (kInlineFinish<R>) finish_body<R>(partials, int(gridDim.x), out);
+    else finish_last_block<R>(partials, int(gridDim.x), out);
+  }
 }
 
 // The partials of vector_sum_kernel into the result, one warp. (256 threads with a block
