@@ -581,14 +581,15 @@ __device__ __noinline__ void finish_last_block(const typename R::Acc* partials, 
   finish_body<R>(partials, n, out);
 }
 
-// Inline for sums of 8-byte accumulators from float32 or 8-byte inputs, which ptxas fits in the
-// grid kernel with at most 8 bytes of spills: with the caches cold the out-of-line call (its
-// frame in local memory) cost float64 2^16 1.5 us of 8.9 (A/B, cold, H100; the two-kernel path
-// takes 5.6, torch.compile 7.8). Inlined, int32 -> int64 spilled 56 bytes and 1- and 2-byte
-// inputs 76-220: not those.
+// Inline for sums (and means) of 8-byte accumulators from float32 or 8-byte inputs, which ptxas
+// fits in the grid kernel with at most 8 bytes of spills: with the caches cold the out-of-line
+// call (its frame in local memory) cost float64 2^16 1.5 us of 8.9 (A/B, cold, H100; the
+// two-kernel path takes 5.6, torch.compile 7.8). Inlined, int32 -> int64 sums spilled 56 bytes,
+// 1- and 2-byte inputs 76-220, and amax, prod, norms and nansum of 8-byte types 112-176: not
+// those.
 template <class R>
 inline constexpr bool kInlineFinish =
-    sizeof(typename R::Acc) == 8 && std::is_arithmetic_v<typename R::Acc> &&
+    std::is_same_v<typename R::Op, Sum<typename R::Acc>> && sizeof(typename R::Acc) == 8 &&
     (sizeof(typename R::In) == 8 || std::is_same_v<typename R::In, float>);
 
 // Larger inputs: each block's partial, then their combine. Two ways to a result, the same bits:
