@@ -4,7 +4,6 @@
 #pragma once
 
 #include <cstdint>
-#include <vector>
 
 namespace treduce {
 
@@ -106,10 +105,6 @@ inline bool fold_layout(DimInfo* dims, int64_t n, Layout3* out) {
   if (k != count) return false;  // [reduced] [kept] [kept]
   *out = l;
   return true;
-}
-
-inline bool fold_layout(std::vector<DimInfo> dims, Layout3* out) {
-  return fold_layout(dims.data(), int64_t(dims.size()), out);
 }
 
 }  // namespace treduce
