@@ -72,12 +72,16 @@ WITH_CUDA = CUDA_HOME is not None and os.environ.get("TREDUCE_CUDA", "1") != "0"
 
 def extension():
     build = read_build_manifest()
-    sources = build["source"] + (build["cuda_source"] if WITH_CUDA else [])
+    sources = build["source"] + build["python_source"] + (build["cuda_source"] if WITH_CUDA else [])
     args = {"cxx": build.get("cxx_flag", [])}
     link = build.get("link_flag", [])
+    # THPVariable_Wrap, for the eager entry's results (torch's builder links it only into
+    # extensions that are not abi3)
+    libraries = ["torch_python"]
     if not WITH_CUDA:
         return CppExtension(
-            "torch_reduce._C", sources, extra_compile_args=args, extra_link_args=link, py_limited_api=True
+            "torch_reduce._C", sources, extra_compile_args=args, extra_link_args=link, libraries=libraries,
+            py_limited_api=True,
         )
     os.environ.setdefault("TORCH_CUDA_ARCH_LIST", "8.0;9.0;10.0+PTX")
     args["nvcc"] = build.get("nvcc_flag", [])
@@ -86,6 +90,7 @@ def extension():
         sources,
         extra_compile_args=args,
         extra_link_args=link,
+        libraries=libraries,
         define_macros=[("TREDUCE_WITH_CUDA", None)],
         py_limited_api=True,
     )
@@ -122,12 +127,12 @@ setup(
     ext_modules=[extension()],
     cmdclass={"build_ext": BuildWithInfo},
     options={
-        "bdist_wheel": {"py_limited_api": "cp39"},
+        "bdist_wheel": {"py_limited_api": "cp310"},
         # One build folder per torch: objects compiled against one torch's headers are never
         # linked into a build for another.
         "build": {"build_base": f"build/torch-{torch.__version__}"},
     },
-    python_requires=">=3.9",
+    python_requires=">=3.10",
     # The library runs only with the torch minor release it was compiled against.
     install_requires=[f"torch=={TORCH_RELEASE[0]}.{TORCH_RELEASE[1]}.*"],
 )

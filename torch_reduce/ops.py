@@ -12,6 +12,8 @@ from typing import NamedTuple, Union
 
 import torch
 
+from . import _C
+
 # The dtypes the ops accept, as input and as dtype=.
 SUPPORTED_DTYPES = (
     torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64,
@@ -44,6 +46,18 @@ _MAX = torch.ops.treduce.max.default
 _MIN = torch.ops.treduce.min.default
 _ARGMAX = torch.ops.treduce.argmax.default
 _ARGMIN = torch.ops.treduce.argmin.default
+
+# The eager entry (csrc/python_entry.cpp): _eager(_C.SUM, x, dim, keepdim) is the op's result for a
+# plain eager call (a torch.Tensor, no torch function or dispatch mode) with every other argument at
+# its default, else NotImplemented. It reaches the same op through the same dispatcher, without
+# torch.ops' generic argument parser (about 1 us a call, as much as a small reduction's kernel).
+# Under torch.compile the wrappers call the ops as before, which dynamo traces: dynamo reads
+# is_dynamo_compiling() as True (in eager it is a function returning False, 25 ns; is_compiling()
+# costs 90). Other tracers (make_fx, export) run with modes or tensor subclasses, which the entry
+# declines.
+_C._init(torch.Tensor, torch.nn.Parameter)
+_eager = _C.reduce
+_compiling = torch.compiler.is_dynamo_compiling
 
 
 class Variant(NamedTuple):
@@ -99,8 +113,10 @@ def sum(x: torch.Tensor, dim: Dims = None, keepdim: bool = False, *,
     rounded once, the same bits on every device, also over dims and for DTensors (whose shards
     then exchange exact states: torch_reduce.distributed).
     """
-    if dim is None and dtype is None and not keepdim and variant == "auto":
-        return _SUM(x)  # the common call, without _call's frame (a tenth of a small call's host time)
+    if dtype is None and variant == "auto" and not _compiling():
+        out = _eager(_C.SUM, x, dim, keepdim)
+        if out is not NotImplemented:
+            return out
     if variant == "exact" and type(x) is not torch.Tensor and x.dtype.is_floating_point:
         from .distributed import _exact_sum_of_dtensor, _is_dtensor
 
@@ -112,16 +128,28 @@ def sum(x: torch.Tensor, dim: Dims = None, keepdim: bool = False, *,
 def mean(x: torch.Tensor, dim: Dims = None, keepdim: bool = False, *,
          dtype: torch.dtype | None = None, variant: str = "auto") -> torch.Tensor:
     """``torch.mean(x, dim, keepdim, dtype=dtype)``. Integer inputs need a floating ``dtype``."""
+    if dtype is None and variant == "auto" and not _compiling():
+        out = _eager(_C.MEAN, x, dim, keepdim)
+        if out is not NotImplemented:
+            return out
     return _call(_MEAN, x, variant, dim, keepdim, dtype)
 
 
 def amax(x: torch.Tensor, dim: Dims = None, keepdim: bool = False, *, variant: str = "auto") -> torch.Tensor:
     """``torch.amax(x, dim, keepdim)``, NaN propagating; ``dim=None`` reduces every dim."""
+    if variant == "auto" and not _compiling():
+        out = _eager(_C.AMAX, x, dim, keepdim)
+        if out is not NotImplemented:
+            return out
     return _call(_AMAX, x, variant, dim, keepdim)
 
 
 def amin(x: torch.Tensor, dim: Dims = None, keepdim: bool = False, *, variant: str = "auto") -> torch.Tensor:
     """``torch.amin(x, dim, keepdim)``, NaN propagating; ``dim=None`` reduces every dim."""
+    if variant == "auto" and not _compiling():
+        out = _eager(_C.AMIN, x, dim, keepdim)
+        if out is not NotImplemented:
+            return out
     return _call(_AMIN, x, variant, dim, keepdim)
 
 
@@ -139,7 +167,11 @@ def _correction(name: str, dim, unbiased, correction):
     return _dim_list(dim), correction
 
 
-def _stat_call(op, name, x, dim, unbiased, keepdim, correction):
+def _stat_call(op, eager_op, name, x, dim, unbiased, keepdim, correction):
+    if unbiased is None and correction is None and not _compiling():
+        out = _eager(eager_op, x, dim, keepdim)
+        if out is not NotImplemented:
+            return out
     dim, correction = _correction(name, dim, unbiased, correction)
     if correction is None and not keepdim:
         return op(x, dim)
@@ -150,28 +182,32 @@ def var(x: torch.Tensor, dim: Dims | bool = None, unbiased: bool | None = None, 
         correction: int | float | None = None) -> torch.Tensor:
     """``torch.var``: ``var(x, dim, correction=1, keepdim)``, also ``var(x, dim, unbiased, keepdim)``
     and ``var(x, unbiased)``. Welford's method: one read of the input."""
-    return _stat_call(_VAR, "var", x, dim, unbiased, keepdim, correction)
+    return _stat_call(_VAR, _C.VAR, "var", x, dim, unbiased, keepdim, correction)
 
 
 def std(x: torch.Tensor, dim: Dims | bool = None, unbiased: bool | None = None, keepdim: bool = False, *,
         correction: int | float | None = None) -> torch.Tensor:
     """``torch.std``, with the arguments of :func:`var`."""
-    return _stat_call(_STD, "std", x, dim, unbiased, keepdim, correction)
+    return _stat_call(_STD, _C.STD, "std", x, dim, unbiased, keepdim, correction)
 
 
 def var_mean(x: torch.Tensor, dim: Dims | bool = None, unbiased: bool | None = None, keepdim: bool = False, *,
              correction: int | float | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """``torch.var_mean``: (var, mean) from one read of the input."""
-    return _stat_call(_VAR_MEAN, "var_mean", x, dim, unbiased, keepdim, correction)
+    return _stat_call(_VAR_MEAN, _C.VAR_MEAN, "var_mean", x, dim, unbiased, keepdim, correction)
 
 
 def std_mean(x: torch.Tensor, dim: Dims | bool = None, unbiased: bool | None = None, keepdim: bool = False, *,
              correction: int | float | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """``torch.std_mean``: (std, mean) from one read of the input."""
-    return _stat_call(_STD_MEAN, "std_mean", x, dim, unbiased, keepdim, correction)
+    return _stat_call(_STD_MEAN, _C.STD_MEAN, "std_mean", x, dim, unbiased, keepdim, correction)
 
 
-def _nan_call(op, x, dim, keepdim, dtype):
+def _nan_call(op, eager_op, x, dim, keepdim, dtype):
+    if dtype is None and not _compiling():
+        out = _eager(eager_op, x, dim, keepdim)
+        if out is not NotImplemented:
+            return out
     if dtype is not None:
         return op(x, _dim_list(dim), keepdim, dtype=dtype)
     if keepdim:
@@ -184,18 +220,22 @@ def _nan_call(op, x, dim, keepdim, dtype):
 def nansum(x: torch.Tensor, dim: Dims = None, keepdim: bool = False, *,
            dtype: torch.dtype | None = None) -> torch.Tensor:
     """``torch.nansum``: NaN counts as zero; integers and bool as ``torch.sum``."""
-    return _nan_call(_NANSUM, x, dim, keepdim, dtype)
+    return _nan_call(_NANSUM, _C.NANSUM, x, dim, keepdim, dtype)
 
 
 def nanmean(x: torch.Tensor, dim: Dims = None, keepdim: bool = False, *,
             dtype: torch.dtype | None = None) -> torch.Tensor:
     """``torch.nanmean``: the mean of the elements that are not NaN (NaN where all are)."""
-    return _nan_call(_NANMEAN, x, dim, keepdim, dtype)
+    return _nan_call(_NANMEAN, _C.NANMEAN, x, dim, keepdim, dtype)
 
 
 def logsumexp(x: torch.Tensor, dim: int | Sequence[int], keepdim: bool = False) -> torch.Tensor:
     """``torch.logsumexp``: log(sum(exp(x))) over ``dim`` without overflow, from one read (a running
     maximum and a rescaled sum). Integer inputs give float32, as torch. ``dim=()`` reduces every dim."""
+    if not _compiling():
+        out = _eager(_C.LOGSUMEXP, x, dim, keepdim)
+        if out is not NotImplemented:
+            return out
     return _LOGSUMEXP(x, _dim_list(dim), keepdim) if keepdim else _LOGSUMEXP(x, _dim_list(dim))
 
 
@@ -203,6 +243,10 @@ def prod(x: torch.Tensor, dim: int | None = None, keepdim: bool = False, *,
          dtype: torch.dtype | None = None) -> torch.Tensor:
     """``torch.prod``: over every dim, or over one ``dim``; dtypes as ``torch.sum`` (integers and
     bool give int64, each element converted to ``dtype`` first)."""
+    if dtype is None and not _compiling():
+        out = _eager(_C.PROD, x, dim, keepdim)
+        if out is not NotImplemented:
+            return out
     if dtype is not None:
         return _PROD(x, dim, keepdim, dtype=dtype)
     if keepdim:
@@ -214,10 +258,18 @@ def vector_norm(x: torch.Tensor, ord: float = 2, dim: Dims = None, keepdim: bool
                 dtype: torch.dtype | None = None) -> torch.Tensor:
     """``torch.linalg.vector_norm``: ``ord`` 2, 1, inf, -inf, 0 (the count of non-zeros) or any
     other float; ``dim=None`` or ``()`` reduces every dim; ``dtype`` converts the input first."""
+    if dtype is None and type(ord) is int and ord == 2 and not _compiling():
+        out = _eager(_C.VECTOR_NORM, x, dim, keepdim)
+        if out is not NotImplemented:
+            return out
     return _call(_VECTOR_NORM, x, ord, dim, keepdim, dtype, default=2)
 
 
-def _logic_call(op, x, dim, keepdim):
+def _logic_call(op, eager_op, x, dim, keepdim):
+    if not _compiling():
+        out = _eager(eager_op, x, dim, keepdim)
+        if out is not NotImplemented:
+            return out
     if keepdim:
         return op(x, _dim_list(dim), keepdim)
     return op(x) if dim is None else op(x, _dim_list(dim))
@@ -226,18 +278,22 @@ def _logic_call(op, x, dim, keepdim):
 def any(x: torch.Tensor, dim: Dims = None, keepdim: bool = False) -> torch.Tensor:
     """``torch.any``: whether any element is non-zero (NaN is), bool (uint8 for uint8 input);
     ``dim=None`` reduces every dim and ``dim=()`` none, as torch."""
-    return _logic_call(_ANY, x, dim, keepdim)
+    return _logic_call(_ANY, _C.ANY, x, dim, keepdim)
 
 
 def all(x: torch.Tensor, dim: Dims = None, keepdim: bool = False) -> torch.Tensor:
     """``torch.all``: whether every element is non-zero, bool (uint8 for uint8 input); ``dim=None``
     reduces every dim and ``dim=()`` none, as torch."""
-    return _logic_call(_ALL, x, dim, keepdim)
+    return _logic_call(_ALL, _C.ALL, x, dim, keepdim)
 
 
 def count_nonzero(x: torch.Tensor, dim: Dims = None) -> torch.Tensor:
     """``torch.count_nonzero``: the int64 count of non-zero elements over ``dim`` (an int or a
     tuple; ``None`` or ``()``: every dim)."""
+    if not _compiling():
+        out = _eager(_C.COUNT_NONZERO, x, dim, False)
+        if out is not NotImplemented:
+            return out
     return _COUNT_NONZERO(x) if dim is None else _COUNT_NONZERO(x, _dim_list(dim))
 
 
@@ -279,6 +335,10 @@ def min(x: torch.Tensor, dim: int | None = None, keepdim: bool = False):
 def argmax(x: torch.Tensor, dim: int | None = None, keepdim: bool = False) -> torch.Tensor:
     """``torch.argmax``: the int64 index of the first largest element (NaN counts as the largest)
     over ``dim``, or in the flattened tensor for ``dim=None``."""
+    if not _compiling():
+        out = _eager(_C.ARGMAX, x, dim, keepdim)
+        if out is not NotImplemented:
+            return out
     if keepdim:
         return _ARGMAX(x, dim, keepdim)
     return _ARGMAX(x) if dim is None else _ARGMAX(x, dim)
@@ -286,6 +346,10 @@ def argmax(x: torch.Tensor, dim: int | None = None, keepdim: bool = False) -> to
 
 def argmin(x: torch.Tensor, dim: int | None = None, keepdim: bool = False) -> torch.Tensor:
     """``torch.argmin``: as :func:`argmax`, for the smallest element."""
+    if not _compiling():
+        out = _eager(_C.ARGMIN, x, dim, keepdim)
+        if out is not NotImplemented:
+            return out
     if keepdim:
         return _ARGMIN(x, dim, keepdim)
     return _ARGMIN(x) if dim is None else _ARGMIN(x, dim)
