@@ -1,10 +1,11 @@
 """The eager suite: what a call costs from a plain Python loop with no CUDA graph around it,
-torch.sum against torch_reduce.sum and the op itself, in one run.
+torch's function against torch_reduce's wrapper and the op itself (torch.ops.treduce), in one run.
 
     python benchmarks/eager.py [--reps N] [--out DIR] [--quick]
 
-Cases: full sums of float32, bfloat16 and uint8 from 2^10 to 2^26 elements, and sums over dim 0
-and -1 of (4096, 4096) and (65536, 128) in float32 and bfloat16. For each candidate:
+Cases: full sums of float32, bfloat16 and uint8 from 2^10 to 2^26 elements; sums over dim 0
+and -1 of (4096, 4096) and (65536, 128) in float32 and bfloat16; and each other reduction the
+wrappers' eager entry takes, on a small input where the host sets the pace. For each candidate:
   eager   a loop of CALLS calls between two CUDA events, us per call: what user code waits for;
   host    the same loop's wall clock up to the last call's return, before any wait: the CPU's
           cost of a call (the queue of launches is far from full after CALLS calls);
@@ -28,34 +29,66 @@ import timing
 import torch_reduce
 
 CALLS = 200
+T = torch.ops.treduce
+
+# The other reductions, host-bound: (op, input dtype, dim, torch's call, the wrapper's, the op's).
+OTHER_OPS = [
+    ("mean", torch.float32, None, lambda x: torch.mean(x), lambda x: torch_reduce.mean(x), lambda x: T.mean(x)),
+    ("amax", torch.float32, -1, lambda x: torch.amax(x, -1), lambda x: torch_reduce.amax(x, -1),
+     lambda x: T.amax(x, "auto", [-1])),
+    ("var", torch.float32, None, lambda x: torch.var(x), lambda x: torch_reduce.var(x), lambda x: T.var(x)),
+    ("std_mean", torch.float32, -1, lambda x: torch.std_mean(x, -1), lambda x: torch_reduce.std_mean(x, -1),
+     lambda x: T.std_mean(x, [-1])),
+    ("nansum", torch.float32, None, lambda x: torch.nansum(x), lambda x: torch_reduce.nansum(x),
+     lambda x: T.nansum(x)),
+    ("logsumexp", torch.float32, -1, lambda x: torch.logsumexp(x, -1), lambda x: torch_reduce.logsumexp(x, -1),
+     lambda x: T.logsumexp(x, [-1])),
+    ("prod", torch.float32, -1, lambda x: torch.prod(x, -1), lambda x: torch_reduce.prod(x, -1),
+     lambda x: T.prod(x, -1)),
+    ("vector_norm", torch.float32, None, lambda x: torch.linalg.vector_norm(x),
+     lambda x: torch_reduce.vector_norm(x), lambda x: T.vector_norm(x)),
+    ("argmax", torch.float32, -1, lambda x: torch.argmax(x, -1), lambda x: torch_reduce.argmax(x, -1),
+     lambda x: T.argmax(x, -1)),
+    ("any", torch.bool, -1, lambda x: torch.any(x, -1), lambda x: torch_reduce.any(x, -1),
+     lambda x: T.any(x, [-1])),
+    ("count_nonzero", torch.float32, None, lambda x: torch.count_nonzero(x),
+     lambda x: torch_reduce.count_nonzero(x), lambda x: T.count_nonzero(x)),
+]
+OTHER_SHAPE = (256, 256)
 
 
 def cases(quick: bool):
+    """(op, shape, dtype, dim, {candidate: call}) with torch's call first, then the wrapper's, then the op's."""
     sizes = (10, 16, 20) if quick else (10, 12, 14, 15, 16, 17, 18, 20, 22, 24, 26)
-    for dtype in (torch.float32, torch.bfloat16, torch.uint8):
-        for e in sizes:
-            yield (1 << e,), dtype, None
+    sums = [((1 << e,), dtype, None) for dtype in (torch.float32, torch.bfloat16, torch.uint8) for e in sizes]
     shapes = ((256, 256),) if quick else ((4096, 4096), (65536, 128))
-    for shape in shapes:
-        for dtype in (torch.float32, torch.bfloat16):
-            for dim in (0, -1):
-                yield shape, dtype, dim
-
-
-def make(shape, dtype):
-    if dtype == torch.uint8:
-        return torch.randint(0, 256, shape, device="cuda", dtype=dtype)
-    return torch.randn(shape, device="cuda").to(dtype)
+    sums += [(shape, dtype, dim) for shape in shapes for dtype in (torch.float32, torch.bfloat16) for dim in (0, -1)]
+    for shape, dtype, dim in sums:
+        if dim is None:
+            fns = {"torch.sum": lambda x: torch.sum(x), "torch_reduce.sum": lambda x: torch_reduce.sum(x),
+                   "torch.ops.treduce.sum": lambda x: T.sum(x)}
+        else:
+            fns = {"torch.sum": lambda x, d=dim: torch.sum(x, d),
+                   "torch_reduce.sum": lambda x, d=dim: torch_reduce.sum(x, d),
+                   "torch.ops.treduce.sum": lambda x, d=dim: T.sum(x, "auto", [d])}
+        yield "sum", shape, dtype, dim, fns
+    for op, dtype, dim, theirs, ours, through_ops in OTHER_OPS[:2] if quick else OTHER_OPS:
+        yield op, OTHER_SHAPE, dtype, dim, {f"torch.{op}": theirs, f"torch_reduce.{op}": ours,
+                                            f"torch.ops.treduce.{op}": through_ops}
 
 
 def check(name, got, want, dtype):
-    if dtype == torch.uint8:
+    if isinstance(want, tuple):
+        for g, w in zip(got, want):
+            check(name, g, w, dtype)
+        return
+    if dtype in (torch.uint8, torch.bool) or not want.is_floating_point():
         ok = torch.equal(got, want)
-    else:  # both sum in float32 or wider; bfloat16 results round to 8 bits
+    else:  # both reduce in float32 or wider; bfloat16 results round to 8 bits
         tol = 2e-2 if dtype == torch.bfloat16 else 1e-4
         ok = torch.allclose(got.double(), want.double(), rtol=tol, atol=tol * want.double().abs().max().item())
     if not ok:
-        raise SystemExit(f"{name}: result differs from torch.sum's")
+        raise SystemExit(f"{name}: result differs from torch's")
 
 
 def loop_sample(fn):
@@ -72,17 +105,21 @@ def loop_sample(fn):
     return start.elapsed_time(end) * 1000.0 / CALLS, host
 
 
+def make(shape, dtype):
+    if dtype == torch.uint8:
+        return torch.randint(0, 256, shape, device="cuda", dtype=dtype)
+    if dtype == torch.bool:
+        return torch.rand(shape, device="cuda") < 0.001
+    return torch.randn(shape, device="cuda").to(dtype)
+
+
 def run(reps: int, quick: bool):
     rows = []
-    for shape, dtype, dim in cases(quick):
+    for op, shape, dtype, dim, calls in cases(quick):
         x = make(shape, dtype)
-        if dim is None:
-            fns = {"torch.sum": lambda: torch.sum(x), "torch_reduce.sum": lambda: torch_reduce.sum(x),
-                   "torch.ops.treduce.sum": lambda: torch.ops.treduce.sum(x)}
-        else:
-            fns = {"torch.sum": lambda: torch.sum(x, dim), "torch_reduce.sum": lambda: torch_reduce.sum(x, dim),
-                   "torch.ops.treduce.sum": lambda: torch.ops.treduce.sum(x, "auto", [dim])}
-        want = fns["torch.sum"]()
+        fns = {name: (lambda f=f: f(x)) for name, f in calls.items()}
+        names = list(fns)
+        want = fns[names[0]]()
         label = "x".join(map(str, shape))
         for name, fn in fns.items():
             check(f"{name} {label} {dtype} dim={dim}", fn(), want, dtype)
@@ -95,34 +132,33 @@ def run(reps: int, quick: bool):
                 samples[name][1].append(h)
         kernel = {name: statistics.median(timing.time_hot(fn, max(5, reps // 2))) for name, fn in fns.items()}
         for name in fns:
-            rows.append({"shape": list(shape), "dtype": str(dtype).removeprefix("torch."), "dim": dim,
+            rows.append({"op": op, "shape": list(shape), "dtype": str(dtype).removeprefix("torch."), "dim": dim,
                          "candidate": name, "eager_us": statistics.median(samples[name][0]),
                          "host_us": statistics.median(samples[name][1]), "kernel_us": kernel[name]})
-        r = {row["candidate"]: row for row in rows[-len(fns):]}
-        t, o = r["torch.sum"], r["torch_reduce.sum"]
-        print(f"{label:>10} {str(dtype):15} dim={str(dim):4}  eager {t['eager_us']:7.2f} / {o['eager_us']:7.2f}  "
-              f"host {t['host_us']:6.2f} / {o['host_us']:6.2f}  kernel {t['kernel_us']:7.2f} / {o['kernel_us']:7.2f}",
-              file=sys.stderr, flush=True)
+        t, o = rows[-3], rows[-2]
+        print(f"{op:>13} {label:>10} {str(dtype):15} dim={str(dim):4}  eager {t['eager_us']:7.2f} / "
+              f"{o['eager_us']:7.2f}  host {t['host_us']:6.2f} / {o['host_us']:6.2f}  kernel {t['kernel_us']:7.2f} / "
+              f"{o['kernel_us']:7.2f}", file=sys.stderr, flush=True)
         del x
     return rows
 
 
 def markdown(rows, header: str) -> str:
+    """One line a case: torch's function, the wrapper and the op (candidates in that order)."""
     out = [header, "",
-           "| shape | dtype | dim | torch.sum eager us | torch_reduce.sum eager us | torch.ops.treduce.sum eager us | "
-           "eager speedup | kernel speedup | target | torch.sum host us | torch.ops.treduce.sum host us |",
+           "| op | shape | dtype | dim | torch eager us | torch_reduce eager us | torch.ops.treduce eager us | "
+           "eager speedup | kernel speedup | target | host us: torch / torch_reduce / torch.ops.treduce |",
            "| --- " * 11 + "|"]
     keyed = {}
     for r in rows:
-        keyed.setdefault((tuple(r["shape"]), r["dtype"], r["dim"]), {})[r["candidate"]] = r
-    for (shape, dtype, dim), c in keyed.items():
-        t, o, op = c["torch.sum"], c["torch_reduce.sum"], c["torch.ops.treduce.sum"]
+        keyed.setdefault((r.get("op", "sum"), tuple(r["shape"]), r["dtype"], r["dim"]), []).append(r)
+    for (op, shape, dtype, dim), (t, o, through_ops) in keyed.items():
         eager, kernel = t["eager_us"] / o["eager_us"], t["kernel_us"] / o["kernel_us"]
         target = 1 / 0.9 if kernel >= 2 else 1.0  # the issue's bar: <= 0.9x torch's time where the kernel is 2x faster
         met = "met" if eager >= target else f"miss ({eager:.2f}x < {target:.2f}x)"
-        out.append(f"| {'x'.join(map(str, shape))} | {dtype} | {'-' if dim is None else dim} | {t['eager_us']:.2f} | "
-                   f"{o['eager_us']:.2f} | {op['eager_us']:.2f} | {eager:.2f}x | {kernel:.2f}x | {met} | "
-                   f"{t['host_us']:.2f} | {op['host_us']:.2f} |")
+        out.append(f"| {op} | {'x'.join(map(str, shape))} | {dtype} | {'-' if dim is None else dim} | "
+                   f"{t['eager_us']:.2f} | {o['eager_us']:.2f} | {through_ops['eager_us']:.2f} | {eager:.2f}x | "
+                   f"{kernel:.2f}x | {met} | {t['host_us']:.2f} / {o['host_us']:.2f} / {through_ops['host_us']:.2f} |")
     return "\n".join(out) + "\n"
 
 
@@ -143,8 +179,9 @@ def main(argv=None) -> int:
     (out / "eager.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
     header = (f"# Eager suite: {gpu}, torch {torch.__version__}; medians of {args.reps} loops of {CALLS} calls. "
               "eager: us per call from a Python loop (CUDA events); host: the loop's wall clock to the last "
-              "call's return; kernel speedup: torch.sum's CUDA-graph time over torch_reduce.sum's; target: "
-              "eager speedup >= 1, and >= 1/0.9 where the kernel speedup is >= 2.")
+              "call's return; eager and kernel speedup: torch's time over torch_reduce's (the wrapper's; "
+              "kernel: CUDA-graph replay); target: eager speedup >= 1, and >= 1/0.9 where the kernel speedup "
+              "is >= 2.")
     (out / "eager.md").write_text(markdown(rows, header))
     print(markdown(rows, header))
     return 0

@@ -289,7 +289,7 @@ def test_cpu_sweep_writes_every_case(tmp_path, capsys):
 
 
 def _eager_rows(torch_eager, ours_eager, torch_kernel, ours_kernel):
-    common = {"shape": [1024], "dtype": "float32", "dim": None, "host_us": 1.0}
+    common = {"op": "sum", "shape": [1024], "dtype": "float32", "dim": None, "host_us": 1.0}
     return [dict(common, candidate="torch.sum", eager_us=torch_eager, kernel_us=torch_kernel),
             dict(common, candidate="torch_reduce.sum", eager_us=ours_eager, kernel_us=ours_kernel),
             dict(common, candidate="torch.ops.treduce.sum", eager_us=ours_eager, kernel_us=ours_kernel)]
