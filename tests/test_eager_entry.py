@@ -253,23 +253,23 @@ def test_dynamo_traces_the_wrappers(name):
 
 def test_the_gil_is_released_during_the_call():
     """As torch's own ops: another Python thread runs while a long reduction runs in the entry.
-    The main thread's longest pause stays well under one call's time (with the GIL held, it
-    lasts a whole call). Best of three tries, for a busy machine."""
+    The main thread's longest pause stays under the worker's shortest call (with the GIL held
+    it spans a whole call: ratio >= 1). Best of five tries, for a busy machine."""
     threads, interval = torch.get_num_threads(), sys.getswitchinterval()
     torch.set_num_threads(1)  # one core for the reduction, the other for this thread
     sys.setswitchinterval(1e-4)  # the GIL handed over within 0.1 ms of a request, not 5
     try:
         x = torch.randn(2**25)
         ratios = []
-        for _ in range(3):
-            start = time.perf_counter()
-            torch_reduce.sum(x)
-            call = time.perf_counter() - start
+        for _ in range(5):
+            calls = []
             done = threading.Event()
 
             def work():
                 for _ in range(4):
+                    start = time.perf_counter()
                     torch_reduce.sum(x)
+                    calls.append(time.perf_counter() - start)
                 done.set()
 
             worker = threading.Thread(target=work)
@@ -279,8 +279,10 @@ def test_the_gil_is_released_during_the_call():
                 now = time.perf_counter()
                 longest, last = max(longest, now - last), now
             worker.join()
-            ratios.append(longest / call)
+            ratios.append(longest / min(calls))
+            if ratios[-1] < 0.75:
+                break
     finally:
         torch.set_num_threads(threads)
         sys.setswitchinterval(interval)
-    assert min(ratios) < 0.5, ratios
+    assert min(ratios) < 0.75, ratios
