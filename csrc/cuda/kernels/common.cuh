@@ -30,6 +30,8 @@ template <> constexpr DType dtype_of<int8_t>() { return DType::Int8; }
 template <> constexpr DType dtype_of<int16_t>() { return DType::Int16; }
 template <> constexpr DType dtype_of<int32_t>() { return DType::Int32; }
 template <> constexpr DType dtype_of<int64_t>() { return DType::Int64; }
+template <> constexpr DType dtype_of<__half>() { return DType::Half; }
+template <> constexpr DType dtype_of<__nv_bfloat16>() { return DType::BFloat16; }
 template <> constexpr DType dtype_of<float>() { return DType::Float; }
 template <> constexpr DType dtype_of<double>() { return DType::Double; }
 
