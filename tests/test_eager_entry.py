@@ -286,3 +286,28 @@ def test_the_gil_is_released_during_the_call():
         torch.set_num_threads(threads)
         sys.setswitchinterval(interval)
     assert min(ratios) < 0.75, ratios
+
+
+def test_tracers_record_the_op():
+    """torch.jit.trace (the dispatcher's Tracer key), torch.export strict (dynamo) and not strict
+    (fake tensors: declined), make_fx (a dispatch mode: declined) and torch.fx (proxies: declined)
+    all see treduce's ops in a wrapper's call."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    class M(torch.nn.Module):
+        def forward(self, x):
+            return torch_reduce.sum(x, -1) + torch_reduce.amax(x)
+
+    x = torch.randn(4, 5)
+    expected = M()(x)
+    traced = torch.jit.trace(M(), (x,))
+    assert "treduce::sum" in str(traced.graph) and "treduce::amax" in str(traced.graph)
+    assert torch.equal(traced(torch.ones(4, 5)), M()(torch.ones(4, 5)))
+    for strict in (True, False):
+        ep = torch.export.export(M(), (x,), strict=strict)
+        targets = {str(n.target) for n in ep.graph.nodes}
+        assert {"treduce.sum.default", "treduce.amax.default"} <= targets, strict
+        _same(ep.module()(x), expected)
+    for gm in (make_fx(M())(x), torch.fx.symbolic_trace(M())):
+        assert {"treduce.sum.default", "treduce.amax.default"} <= {str(n.target) for n in gm.graph.nodes}
+        _same(gm(x), expected)
