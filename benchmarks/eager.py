@@ -33,10 +33,14 @@ T = torch.ops.treduce
 
 # The other reductions, host-bound: (op, input dtype, dim, torch's call, the wrapper's, the op's).
 OTHER_OPS = [
+    ("sum(dtype=float32)", torch.bfloat16, None, lambda x: torch.sum(x, dtype=torch.float32),
+     lambda x: torch_reduce.sum(x, dtype=torch.float32), lambda x: T.sum(x, dtype=torch.float32)),
     ("mean", torch.float32, None, lambda x: torch.mean(x), lambda x: torch_reduce.mean(x), lambda x: T.mean(x)),
     ("amax", torch.float32, -1, lambda x: torch.amax(x, -1), lambda x: torch_reduce.amax(x, -1),
      lambda x: T.amax(x, "auto", [-1])),
     ("var", torch.float32, None, lambda x: torch.var(x), lambda x: torch_reduce.var(x), lambda x: T.var(x)),
+    ("var(correction=0)", torch.float32, -1, lambda x: torch.var(x, -1, correction=0),
+     lambda x: torch_reduce.var(x, -1, correction=0), lambda x: T.var(x, [-1], correction=0)),
     ("std_mean", torch.float32, -1, lambda x: torch.std_mean(x, -1), lambda x: torch_reduce.std_mean(x, -1),
      lambda x: T.std_mean(x, [-1])),
     ("nansum", torch.float32, None, lambda x: torch.nansum(x), lambda x: torch_reduce.nansum(x),

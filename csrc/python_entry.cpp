@@ -3,13 +3,14 @@
 // Through torch.ops, a call spends about a microsecond in torch's generic argument parser
 // (each argument converted by schema, defaults included) and in the OpOverload's Python frame:
 // as much as the rest of a small reduction's host path, and more than torch.sum's generated
-// parser costs. Here torch_reduce.sum(x, dim, keepdim) and its kin reach the same op, through
-// the same dispatcher (autograd, inference mode, functorch and every dispatch key as before),
-// having parsed only what a call with the other arguments at their defaults can carry.
+// parser costs. Here torch_reduce.sum(x, dim, keepdim, dtype=) and its kin reach the same op,
+// through the same dispatcher (autograd, inference mode, functorch and every dispatch key as
+// before), having parsed only what such a call can carry (the variant is "auto").
 //
 // This entry takes only plain eager calls: a torch.Tensor or nn.Parameter (not a subclass, which
 // may override __torch_function__) on the CPU or a GPU, no torch function or dispatch mode
-// active, dims as an int or a list or tuple of ints, keepdim a bool. Anything else returns
+// active, dims as an int or a list or tuple of ints, keepdim a bool, a dtype torch_reduce takes,
+// a correction or order as an int or a float. Anything else returns
 // NotImplemented and the wrapper calls through torch.ops, as does an error: the call is then
 // repeated there, so that it raises exactly what torch.ops raises (the ops are pure, so the
 // repeat changes nothing but the time of a failing call). Warnings are handed to Python's
@@ -50,7 +51,17 @@ struct Results {
   at::Tensor first, second;  // second: defined for the ops with two results
 };
 
-using EagerCall = Results (*)(const at::Tensor&, at::OptionalIntArrayRef, bool);
+// A call's arguments: the row's op takes the others at the schema's defaults.
+struct Args {
+  const at::Tensor& x;
+  at::OptionalIntArrayRef dim;
+  bool keepdim;
+  std::optional<at::ScalarType> dtype;  // rows with kDtype
+  std::optional<at::Scalar> scalar;     // rows with kScalar: var's correction, vector_norm's order
+};
+
+// What a row takes besides dim and keepdim.
+enum Takes : unsigned { kNothing = 0, kDtype = 1, kScalar = 2 };
 
 template <class Signature>
 c10::TypedOperatorHandle<Signature> op_handle(const char* name) {
@@ -64,90 +75,90 @@ std::optional<int64_t> one_dim(at::OptionalIntArrayRef dim) {
 #define TREDUCE_HANDLE(Signature, name) \
   static const auto op = op_handle<Signature>("treduce::" name)
 
-// One row per op: its name (the module's constant), what its dim is, and the call with every
-// other argument at the schema's default (the variant "auto", no dtype, no correction, ord 2).
+// One row per op: its name (the module's constant), what its dim is, what else it takes, and
+// the call (the variant "auto"; vector_norm's order 2 unless given).
 struct EagerOp {
   const char* name;
   DimKind dim;
-  EagerCall call;
+  unsigned takes;
+  Results (*call)(const Args&);
 };
 
 const EagerOp kEagerOps[] = {
-    {"SUM", DimKind::kList, [](const at::Tensor& x, at::OptionalIntArrayRef dim, bool keepdim) -> Results {
+    {"SUM", DimKind::kList, kDtype, [](const Args& a) -> Results {
        TREDUCE_HANDLE(SumSignature, "sum");
-       return {op.call(x, "auto", dim, keepdim, std::nullopt)};
+       return {op.call(a.x, "auto", a.dim, a.keepdim, a.dtype)};
      }},
-    {"MEAN", DimKind::kList, [](const at::Tensor& x, at::OptionalIntArrayRef dim, bool keepdim) -> Results {
+    {"MEAN", DimKind::kList, kDtype, [](const Args& a) -> Results {
        TREDUCE_HANDLE(SumSignature, "mean");
-       return {op.call(x, "auto", dim, keepdim, std::nullopt)};
+       return {op.call(a.x, "auto", a.dim, a.keepdim, a.dtype)};
      }},
-    {"AMAX", DimKind::kList, [](const at::Tensor& x, at::OptionalIntArrayRef dim, bool keepdim) -> Results {
+    {"AMAX", DimKind::kList, kNothing, [](const Args& a) -> Results {
        TREDUCE_HANDLE(MinMaxSignature, "amax");
-       return {op.call(x, "auto", dim, keepdim)};
+       return {op.call(a.x, "auto", a.dim, a.keepdim)};
      }},
-    {"AMIN", DimKind::kList, [](const at::Tensor& x, at::OptionalIntArrayRef dim, bool keepdim) -> Results {
+    {"AMIN", DimKind::kList, kNothing, [](const Args& a) -> Results {
        TREDUCE_HANDLE(MinMaxSignature, "amin");
-       return {op.call(x, "auto", dim, keepdim)};
+       return {op.call(a.x, "auto", a.dim, a.keepdim)};
      }},
-    {"VAR", DimKind::kList, [](const at::Tensor& x, at::OptionalIntArrayRef dim, bool keepdim) -> Results {
+    {"VAR", DimKind::kList, kScalar, [](const Args& a) -> Results {
        TREDUCE_HANDLE(VarSignature, "var");
-       return {op.call(x, dim, std::nullopt, keepdim)};
+       return {op.call(a.x, a.dim, a.scalar, a.keepdim)};
      }},
-    {"STD", DimKind::kList, [](const at::Tensor& x, at::OptionalIntArrayRef dim, bool keepdim) -> Results {
+    {"STD", DimKind::kList, kScalar, [](const Args& a) -> Results {
        TREDUCE_HANDLE(VarSignature, "std");
-       return {op.call(x, dim, std::nullopt, keepdim)};
+       return {op.call(a.x, a.dim, a.scalar, a.keepdim)};
      }},
-    {"VAR_MEAN", DimKind::kList, [](const at::Tensor& x, at::OptionalIntArrayRef dim, bool keepdim) -> Results {
+    {"VAR_MEAN", DimKind::kList, kScalar, [](const Args& a) -> Results {
        TREDUCE_HANDLE(VarMeanSignature, "var_mean");
-       auto [v, m] = op.call(x, dim, std::nullopt, keepdim);
+       auto [v, m] = op.call(a.x, a.dim, a.scalar, a.keepdim);
        return {std::move(v), std::move(m)};
      }},
-    {"STD_MEAN", DimKind::kList, [](const at::Tensor& x, at::OptionalIntArrayRef dim, bool keepdim) -> Results {
+    {"STD_MEAN", DimKind::kList, kScalar, [](const Args& a) -> Results {
        TREDUCE_HANDLE(VarMeanSignature, "std_mean");
-       auto [s, m] = op.call(x, dim, std::nullopt, keepdim);
+       auto [s, m] = op.call(a.x, a.dim, a.scalar, a.keepdim);
        return {std::move(s), std::move(m)};
      }},
-    {"NANSUM", DimKind::kList, [](const at::Tensor& x, at::OptionalIntArrayRef dim, bool keepdim) -> Results {
+    {"NANSUM", DimKind::kList, kDtype, [](const Args& a) -> Results {
        TREDUCE_HANDLE(NanSignature, "nansum");
-       return {op.call(x, dim, keepdim, std::nullopt)};
+       return {op.call(a.x, a.dim, a.keepdim, a.dtype)};
      }},
-    {"NANMEAN", DimKind::kList, [](const at::Tensor& x, at::OptionalIntArrayRef dim, bool keepdim) -> Results {
+    {"NANMEAN", DimKind::kList, kDtype, [](const Args& a) -> Results {
        TREDUCE_HANDLE(NanSignature, "nanmean");
-       return {op.call(x, dim, keepdim, std::nullopt)};
+       return {op.call(a.x, a.dim, a.keepdim, a.dtype)};
      }},
-    {"LOGSUMEXP", DimKind::kRequiredList,
-     [](const at::Tensor& x, at::OptionalIntArrayRef dim, bool keepdim) -> Results {
+    {"LOGSUMEXP", DimKind::kRequiredList, kNothing, [](const Args& a) -> Results {
        TREDUCE_HANDLE(LogSumExpSignature, "logsumexp");
-       return {op.call(x, *dim, keepdim)};
+       return {op.call(a.x, *a.dim, a.keepdim)};
      }},
-    {"PROD", DimKind::kInt, [](const at::Tensor& x, at::OptionalIntArrayRef dim, bool keepdim) -> Results {
+    {"PROD", DimKind::kInt, kDtype, [](const Args& a) -> Results {
        TREDUCE_HANDLE(ProdSignature, "prod");
-       return {op.call(x, one_dim(dim), keepdim, std::nullopt)};
+       return {op.call(a.x, one_dim(a.dim), a.keepdim, a.dtype)};
      }},
-    {"VECTOR_NORM", DimKind::kList, [](const at::Tensor& x, at::OptionalIntArrayRef dim, bool keepdim) -> Results {
+    {"VECTOR_NORM", DimKind::kList, kDtype | kScalar, [](const Args& a) -> Results {
        TREDUCE_HANDLE(NormSignature, "vector_norm");
-       return {op.call(x, 2, dim, keepdim, std::nullopt)};
+       return {op.call(a.x, a.scalar.value_or(at::Scalar(2)), a.dim, a.keepdim, a.dtype)};
      }},
-    {"ANY", DimKind::kList, [](const at::Tensor& x, at::OptionalIntArrayRef dim, bool keepdim) -> Results {
+    {"ANY", DimKind::kList, kNothing, [](const Args& a) -> Results {
        TREDUCE_HANDLE(LogicSignature, "any");
-       return {op.call(x, dim, keepdim)};
+       return {op.call(a.x, a.dim, a.keepdim)};
      }},
-    {"ALL", DimKind::kList, [](const at::Tensor& x, at::OptionalIntArrayRef dim, bool keepdim) -> Results {
+    {"ALL", DimKind::kList, kNothing, [](const Args& a) -> Results {
        TREDUCE_HANDLE(LogicSignature, "all");
-       return {op.call(x, dim, keepdim)};
+       return {op.call(a.x, a.dim, a.keepdim)};
      }},
-    {"COUNT_NONZERO", DimKind::kList, [](const at::Tensor& x, at::OptionalIntArrayRef dim, bool keepdim) -> Results {
+    {"COUNT_NONZERO", DimKind::kList, kNothing, [](const Args& a) -> Results {
        TREDUCE_HANDLE(CountSignature, "count_nonzero");
-       if (keepdim) throw std::invalid_argument("count_nonzero takes no keepdim");  // redone by torch.ops
-       return {op.call(x, dim)};
+       if (a.keepdim) throw std::invalid_argument("count_nonzero takes no keepdim");  // redone by torch.ops
+       return {op.call(a.x, a.dim)};
      }},
-    {"ARGMAX", DimKind::kInt, [](const at::Tensor& x, at::OptionalIntArrayRef dim, bool keepdim) -> Results {
+    {"ARGMAX", DimKind::kInt, kNothing, [](const Args& a) -> Results {
        TREDUCE_HANDLE(ArgSignature, "argmax");
-       return {op.call(x, one_dim(dim), keepdim)};
+       return {op.call(a.x, one_dim(a.dim), a.keepdim)};
      }},
-    {"ARGMIN", DimKind::kInt, [](const at::Tensor& x, at::OptionalIntArrayRef dim, bool keepdim) -> Results {
+    {"ARGMIN", DimKind::kInt, kNothing, [](const Args& a) -> Results {
        TREDUCE_HANDLE(ArgSignature, "argmin");
-       return {op.call(x, one_dim(dim), keepdim)};
+       return {op.call(a.x, one_dim(a.dim), a.keepdim)};
      }},
 };
 #undef TREDUCE_HANDLE
@@ -158,8 +169,6 @@ constexpr Py_ssize_t kEagerOpCount = sizeof(kEagerOps) / sizeof(kEagerOps[0]);
 PyObject* tensor_type = nullptr;
 PyObject* parameter_type = nullptr;
 PyObject* cdata_name = nullptr;
-
-using Dims = c10::SmallVector<int64_t, 8>;
 
 // An exact Python int as int64; false for anything else (bool, a SymInt, an int out of range).
 bool exact_int(PyObject* obj, int64_t& out) {
@@ -173,6 +182,42 @@ bool exact_int(PyObject* obj, int64_t& out) {
   out = value;
   return true;
 }
+
+// The dtypes a call may name (dtype=), in the order of torch_reduce.SUPPORTED_DTYPES, whose
+// torch.dtype objects _init hands over.
+constexpr at::ScalarType kDtypes[] = {at::kBool, at::kByte,     at::kChar,     at::kShort, at::kInt,
+                                      at::kLong, at::kHalf,     at::kBFloat16, at::kFloat, at::kDouble};
+constexpr Py_ssize_t kDtypeCount = sizeof(kDtypes) / sizeof(kDtypes[0]);
+PyObject* dtype_objects[kDtypeCount] = {};
+
+// dtype= as a ScalarType: None, or one of the dtypes above; false for anything else.
+bool parse_dtype(PyObject* obj, std::optional<at::ScalarType>& out) {
+  if (obj == Py_None) return true;
+  for (Py_ssize_t i = 0; i < kDtypeCount; ++i) {
+    if (obj == dtype_objects[i]) {
+      out = kDtypes[i];
+      return true;
+    }
+  }
+  return false;
+}
+
+// A Scalar argument: None, an exact int (in int64) or an exact float; false for anything else.
+bool parse_scalar(PyObject* obj, std::optional<at::Scalar>& out) {
+  if (obj == Py_None) return true;
+  int64_t i = 0;
+  if (exact_int(obj, i)) {
+    out = at::Scalar(i);
+    return true;
+  }
+  if (PyFloat_CheckExact(obj)) {
+    out = at::Scalar(PyFloat_AsDouble(obj));
+    return true;
+  }
+  return false;
+}
+
+using Dims = c10::SmallVector<int64_t, 8>;
 
 // dim as the row's op takes it; false when it is not a plain None, int or list/tuple of ints.
 bool parse_dims(PyObject* obj, DimKind kind, Dims& dims, bool& given) {
@@ -264,10 +309,11 @@ class ReleaseGil {
 
 PyObject* not_taken() { Py_RETURN_NOTIMPLEMENTED; }
 
-// reduce(op, x, dim, keepdim): the row `op`'s result(s), or NotImplemented (see the top).
+// reduce(op, x, dim, keepdim, dtype, scalar): the row `op`'s result(s), or NotImplemented (see
+// the top). dtype and scalar: None, or what the row takes (Takes).
 PyObject* reduce(PyObject* /*module*/, PyObject* const* args, Py_ssize_t nargs) {
-  if (nargs != 4) {
-    PyErr_SetString(PyExc_TypeError, "reduce(op, x, dim, keepdim) takes 4 arguments");
+  if (nargs != 6) {
+    PyErr_SetString(PyExc_TypeError, "reduce(op, x, dim, keepdim, dtype, scalar) takes 6 arguments");
     return nullptr;
   }
   int64_t row = 0;
@@ -279,7 +325,11 @@ PyObject* reduce(PyObject* /*module*/, PyObject* const* args, Py_ssize_t nargs) 
   PyObject* keepdim = args[3];
   Dims dims;
   bool dim_given = false;
-  if ((keepdim != Py_True && keepdim != Py_False) || !parse_dims(args[2], op.dim, dims, dim_given))
+  std::optional<at::ScalarType> dtype;
+  std::optional<at::Scalar> scalar;
+  if ((keepdim != Py_True && keepdim != Py_False) || !parse_dims(args[2], op.dim, dims, dim_given) ||
+      !parse_dtype(args[4], dtype) || (dtype && !(op.takes & kDtype)) || !parse_scalar(args[5], scalar) ||
+      (scalar && !(op.takes & kScalar)))
     return not_taken();
   const at::Tensor x = plain_tensor(args[1]);
   if (!x.defined() || !(x.is_cpu() || x.is_cuda()) || at::impl::torch_function_mode_enabled() ||
@@ -291,7 +341,8 @@ PyObject* reduce(PyObject* /*module*/, PyObject* const* args, Py_ssize_t nargs) 
   try {
     c10::WarningUtils::WarningHandlerGuard guard(&collected);
     ReleaseGil no_gil;
-    out = op.call(x, dim_given ? at::OptionalIntArrayRef(dims) : std::nullopt, keepdim == Py_True);
+    out = op.call(Args{x, dim_given ? at::OptionalIntArrayRef(dims) : std::nullopt, keepdim == Py_True, dtype,
+                       std::move(scalar)});
   } catch (...) {
     if (PyErr_Occurred()) PyErr_Clear();
     return not_taken();  // repeated through torch.ops, which reports it as torch does
@@ -310,26 +361,34 @@ PyObject* reduce(PyObject* /*module*/, PyObject* const* args, Py_ssize_t nargs) 
   return pair;
 }
 
-// _init(torch.Tensor, torch.nn.Parameter): the types whose instances reduce() takes.
+// _init(torch.Tensor, torch.nn.Parameter, dtypes): the types whose instances reduce() takes, and
+// the torch.dtype objects of kDtypes, in its order.
 PyObject* init(PyObject* /*module*/, PyObject* const* args, Py_ssize_t nargs) {
-  if (nargs != 2 || !PyType_Check(args[0]) || !PyType_Check(args[1])) {
-    PyErr_SetString(PyExc_TypeError, "_init(tensor_type, parameter_type)");
+  if (nargs != 3 || !PyType_Check(args[0]) || !PyType_Check(args[1]) || !PyTuple_Check(args[2]) ||
+      PyTuple_Size(args[2]) != kDtypeCount) {
+    PyErr_SetString(PyExc_TypeError, "_init(tensor_type, parameter_type, dtypes)");
     return nullptr;
   }
-  Py_INCREF(args[0]);
-  Py_INCREF(args[1]);
-  Py_XDECREF(tensor_type);
-  Py_XDECREF(parameter_type);
+  PyObject* held[] = {tensor_type, parameter_type};
   tensor_type = args[0];
   parameter_type = args[1];
+  Py_INCREF(tensor_type);
+  Py_INCREF(parameter_type);
+  for (PyObject* old : held) Py_XDECREF(old);
+  for (Py_ssize_t i = 0; i < kDtypeCount; ++i) {
+    PyObject* d = PyTuple_GetItem(args[2], i);
+    Py_INCREF(d);
+    Py_XDECREF(dtype_objects[i]);
+    dtype_objects[i] = d;
+  }
   Py_RETURN_NONE;
 }
 
 PyMethodDef kMethods[] = {
     {"reduce", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(reduce)), METH_FASTCALL,
-     "reduce(op, x, dim, keepdim): the op's result for a plain eager call, else NotImplemented"},
+     "reduce(op, x, dim, keepdim, dtype, scalar): the op's result for a plain eager call, else NotImplemented"},
     {"_init", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(init)), METH_FASTCALL,
-     "_init(torch.Tensor, torch.nn.Parameter)"},
+     "_init(torch.Tensor, torch.nn.Parameter, dtypes)"},
     {nullptr, nullptr, 0, nullptr}};
 
 PyModuleDef kModule = {PyModuleDef_HEAD_INIT, "torch_reduce._C",

@@ -96,10 +96,10 @@ def test_entry_equals_torch_ops(device, name):
     for dim in _dims(kind):
         for keepdim in (False, True):
             if name == "COUNT_NONZERO" and keepdim:
-                assert _C.reduce(_C.COUNT_NONZERO, x, dim, True) is NotImplemented
+                assert _C.reduce(_C.COUNT_NONZERO, x, dim, True, None, None) is NotImplemented
                 continue
             expected = through_ops(x, dim, keepdim)
-            _same(_C.reduce(getattr(_C, name), x, dim, keepdim), expected)
+            _same(_C.reduce(getattr(_C, name), x, dim, keepdim, None, None), expected)
             _same(_wrapper_call(name, wrapper, x, dim, keepdim), expected)
 
 
@@ -128,7 +128,10 @@ class _Sub(torch.Tensor):
 
 def test_declined_calls():
     x = torch.randn(4, 5)
-    r = _C.reduce
+
+    def r(op, t, dim, keepdim, dtype=None, scalar=None):
+        return _C.reduce(op, t, dim, keepdim, dtype, scalar)
+
     assert r(_C.SUM, x.as_subclass(_Sub), None, False) is NotImplemented
     assert r(_C.SUM, x.to("meta"), None, False) is NotImplemented
     assert r(_C.SUM, x, True, False) is NotImplemented  # a bool dim
@@ -139,6 +142,12 @@ def test_declined_calls():
     assert r(_C.SUM, [1.0, 2.0], None, False) is NotImplemented
     assert r(_C.PROD, x, [0], False) is NotImplemented  # prod takes one int
     assert r(_C.LOGSUMEXP, x, None, False) is NotImplemented  # logsumexp needs dims
+    assert r(_C.SUM, x, None, False, torch.complex64) is NotImplemented  # not a dtype of ours
+    assert r(_C.SUM, x, None, False, "float64") is NotImplemented
+    assert r(_C.AMAX, x, None, False, torch.float64) is NotImplemented  # amax takes no dtype
+    assert r(_C.SUM, x, None, False, None, 1) is NotImplemented  # sum takes no scalar
+    assert r(_C.VAR, x, None, False, None, True) is NotImplemented  # a bool correction
+    assert r(_C.VAR, x, None, False, None, torch.tensor(1.0)) is NotImplemented
     with TorchFunctionMode():
         assert r(_C.SUM, x, None, False) is NotImplemented
     with TorchDispatchMode():
@@ -147,7 +156,58 @@ def test_declined_calls():
     with pytest.raises(ValueError):
         r(len(ROWS), x, None, False)
     with pytest.raises(TypeError):
-        r(_C.SUM, x, None)
+        _C.reduce(_C.SUM, x, None, False)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_dtype_and_scalar_arguments(device):
+    """dtype= (sum, mean, nansum, nanmean, prod, vector_norm), var's correction and vector_norm's
+    order through the entry: torch.ops' results bit for bit, and the wrappers take the entry."""
+    gen, seed = fresh_generator(device)
+    x = torch.randn(6, 7, generator=gen, device=device)
+    xi = (x * 3).round().to(torch.int16)
+    R = _C.reduce
+    cases = [
+        (R(_C.SUM, x, None, False, torch.float64, None), T.sum(x, dtype=torch.float64)),
+        (R(_C.SUM, xi, 1, True, torch.int8, None), T.sum(xi, "auto", [1], True, dtype=torch.int8)),
+        (R(_C.MEAN, xi, 0, False, torch.float32, None), T.mean(xi, "auto", [0], dtype=torch.float32)),
+        (R(_C.NANSUM, x, -1, False, torch.bfloat16, None), T.nansum(x, [-1], dtype=torch.bfloat16)),
+        (R(_C.NANMEAN, x, None, False, torch.float64, None), T.nanmean(x, dtype=torch.float64)),
+        (R(_C.PROD, xi, 0, False, torch.float64, None), T.prod(xi, 0, dtype=torch.float64)),
+        (R(_C.VAR, x, 1, True, None, 0), T.var(x, [1], correction=0, keepdim=True)),
+        (R(_C.STD, x, None, False, None, 2.5), T.std(x, correction=2.5)),
+        (R(_C.VAR_MEAN, x, 0, False, None, 0), T.var_mean(x, [0], correction=0)),
+        (R(_C.STD_MEAN, x, None, False, None, 3), T.std_mean(x, correction=3)),
+        (R(_C.VECTOR_NORM, x, -1, False, None, 1), T.vector_norm(x, 1, [-1])),
+        (R(_C.VECTOR_NORM, x, None, False, torch.float64, float("inf")), T.vector_norm(x, float("inf"), dtype=torch.float64)),
+        (R(_C.VECTOR_NORM, x, 0, True, None, 3.5), T.vector_norm(x, 3.5, [0], True)),
+    ]
+    for got, expected in cases:
+        _same(got, expected)
+    # and through the wrappers (which take the entry: the next test)
+    _same(torch_reduce.sum(x, dtype=torch.float64), cases[0][1])
+    _same(torch_reduce.var(x, 1, keepdim=True, correction=0), cases[6][1])
+    _same(torch_reduce.vector_norm(x, 3.5, 0, True), cases[12][1])
+
+
+def test_wrappers_take_the_entry_with_dtype_and_scalar(monkeypatch):
+    def fails(*args, **kwargs):
+        raise AssertionError("called through torch.ops")
+
+    for attr, value in list(vars(ops).items()):
+        if isinstance(value, torch._ops.OpOverload):
+            monkeypatch.setattr(ops, attr, fails)
+    x = torch.randn(5, 6)
+    torch_reduce.sum(x, 0, dtype=torch.float64)
+    torch_reduce.mean(x.to(torch.int32), dtype=torch.float32)
+    torch_reduce.var(x, 1, correction=0)
+    torch_reduce.std_mean(x, correction=2.5)
+    torch_reduce.vector_norm(x, float("inf"), dim=1)
+    torch_reduce.prod(x, 1, dtype=torch.float64)
+    with pytest.raises(AssertionError, match="through torch.ops"):
+        torch_reduce.var(x, 1, True)  # unbiased=: through torch.ops
+    with pytest.raises(AssertionError, match="through torch.ops"):
+        torch_reduce.sum(x, variant="pairwise")
 
 
 class _Counting(TorchDispatchMode):

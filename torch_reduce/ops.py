@@ -47,15 +47,15 @@ _MIN = torch.ops.treduce.min.default
 _ARGMAX = torch.ops.treduce.argmax.default
 _ARGMIN = torch.ops.treduce.argmin.default
 
-# The eager entry (csrc/python_entry.cpp): _eager(_C.SUM, x, dim, keepdim) is the op's result for a
-# plain eager call (a torch.Tensor, no torch function or dispatch mode) with every other argument at
-# its default, else NotImplemented. It reaches the same op through the same dispatcher, without
+# The eager entry (csrc/python_entry.cpp): _eager(_C.SUM, x, dim, keepdim, dtype, scalar) is the op's
+# result for a plain eager call (a torch.Tensor, no torch function or dispatch mode; the variant
+# "auto"; scalar: var's correction or vector_norm's order), else NotImplemented. It reaches the same op through the same dispatcher, without
 # torch.ops' generic argument parser (about 1 us a call, as much as a small reduction's kernel).
 # Under torch.compile the wrappers call the ops as before, which dynamo traces: dynamo reads
 # is_dynamo_compiling() as True (in eager it is a function returning False, 25 ns; is_compiling()
 # costs 90). Other tracers (make_fx, export) run with modes or tensor subclasses, which the entry
 # declines.
-_C._init(torch.Tensor, torch.nn.Parameter)
+_C._init(torch.Tensor, torch.nn.Parameter, SUPPORTED_DTYPES)
 _eager = _C.reduce
 _compiling = torch.compiler.is_dynamo_compiling
 
@@ -113,8 +113,8 @@ def sum(x: torch.Tensor, dim: Dims = None, keepdim: bool = False, *,
     rounded once, the same bits on every device, also over dims and for DTensors (whose shards
     then exchange exact states: torch_reduce.distributed).
     """
-    if dtype is None and variant == "auto" and not _compiling():
-        out = _eager(_C.SUM, x, dim, keepdim)
+    if variant == "auto" and not _compiling():
+        out = _eager(_C.SUM, x, dim, keepdim, dtype, None)
         if out is not NotImplemented:
             return out
     if variant == "exact" and type(x) is not torch.Tensor and x.dtype.is_floating_point:
@@ -128,8 +128,8 @@ def sum(x: torch.Tensor, dim: Dims = None, keepdim: bool = False, *,
 def mean(x: torch.Tensor, dim: Dims = None, keepdim: bool = False, *,
          dtype: torch.dtype | None = None, variant: str = "auto") -> torch.Tensor:
     """``torch.mean(x, dim, keepdim, dtype=dtype)``. Integer inputs need a floating ``dtype``."""
-    if dtype is None and variant == "auto" and not _compiling():
-        out = _eager(_C.MEAN, x, dim, keepdim)
+    if variant == "auto" and not _compiling():
+        out = _eager(_C.MEAN, x, dim, keepdim, dtype, None)
         if out is not NotImplemented:
             return out
     return _call(_MEAN, x, variant, dim, keepdim, dtype)
@@ -138,7 +138,7 @@ def mean(x: torch.Tensor, dim: Dims = None, keepdim: bool = False, *,
 def amax(x: torch.Tensor, dim: Dims = None, keepdim: bool = False, *, variant: str = "auto") -> torch.Tensor:
     """``torch.amax(x, dim, keepdim)``, NaN propagating; ``dim=None`` reduces every dim."""
     if variant == "auto" and not _compiling():
-        out = _eager(_C.AMAX, x, dim, keepdim)
+        out = _eager(_C.AMAX, x, dim, keepdim, None, None)
         if out is not NotImplemented:
             return out
     return _call(_AMAX, x, variant, dim, keepdim)
@@ -147,7 +147,7 @@ def amax(x: torch.Tensor, dim: Dims = None, keepdim: bool = False, *, variant: s
 def amin(x: torch.Tensor, dim: Dims = None, keepdim: bool = False, *, variant: str = "auto") -> torch.Tensor:
     """``torch.amin(x, dim, keepdim)``, NaN propagating; ``dim=None`` reduces every dim."""
     if variant == "auto" and not _compiling():
-        out = _eager(_C.AMIN, x, dim, keepdim)
+        out = _eager(_C.AMIN, x, dim, keepdim, None, None)
         if out is not NotImplemented:
             return out
     return _call(_AMIN, x, variant, dim, keepdim)
@@ -168,8 +168,8 @@ def _correction(name: str, dim, unbiased, correction):
 
 
 def _stat_call(op, eager_op, name, x, dim, unbiased, keepdim, correction):
-    if unbiased is None and correction is None and not _compiling():
-        out = _eager(eager_op, x, dim, keepdim)
+    if unbiased is None and not _compiling():
+        out = _eager(eager_op, x, dim, keepdim, None, correction)
         if out is not NotImplemented:
             return out
     dim, correction = _correction(name, dim, unbiased, correction)
@@ -204,8 +204,8 @@ def std_mean(x: torch.Tensor, dim: Dims | bool = None, unbiased: bool | None = N
 
 
 def _nan_call(op, eager_op, x, dim, keepdim, dtype):
-    if dtype is None and not _compiling():
-        out = _eager(eager_op, x, dim, keepdim)
+    if not _compiling():
+        out = _eager(eager_op, x, dim, keepdim, dtype, None)
         if out is not NotImplemented:
             return out
     if dtype is not None:
@@ -233,7 +233,7 @@ def logsumexp(x: torch.Tensor, dim: int | Sequence[int], keepdim: bool = False) 
     """``torch.logsumexp``: log(sum(exp(x))) over ``dim`` without overflow, from one read (a running
     maximum and a rescaled sum). Integer inputs give float32, as torch. ``dim=()`` reduces every dim."""
     if not _compiling():
-        out = _eager(_C.LOGSUMEXP, x, dim, keepdim)
+        out = _eager(_C.LOGSUMEXP, x, dim, keepdim, None, None)
         if out is not NotImplemented:
             return out
     return _LOGSUMEXP(x, _dim_list(dim), keepdim) if keepdim else _LOGSUMEXP(x, _dim_list(dim))
@@ -243,8 +243,8 @@ def prod(x: torch.Tensor, dim: int | None = None, keepdim: bool = False, *,
          dtype: torch.dtype | None = None) -> torch.Tensor:
     """``torch.prod``: over every dim, or over one ``dim``; dtypes as ``torch.sum`` (integers and
     bool give int64, each element converted to ``dtype`` first)."""
-    if dtype is None and not _compiling():
-        out = _eager(_C.PROD, x, dim, keepdim)
+    if not _compiling():
+        out = _eager(_C.PROD, x, dim, keepdim, dtype, None)
         if out is not NotImplemented:
             return out
     if dtype is not None:
@@ -258,8 +258,8 @@ def vector_norm(x: torch.Tensor, ord: float = 2, dim: Dims = None, keepdim: bool
                 dtype: torch.dtype | None = None) -> torch.Tensor:
     """``torch.linalg.vector_norm``: ``ord`` 2, 1, inf, -inf, 0 (the count of non-zeros) or any
     other float; ``dim=None`` or ``()`` reduces every dim; ``dtype`` converts the input first."""
-    if dtype is None and type(ord) is int and ord == 2 and not _compiling():
-        out = _eager(_C.VECTOR_NORM, x, dim, keepdim)
+    if not _compiling():
+        out = _eager(_C.VECTOR_NORM, x, dim, keepdim, dtype, ord)
         if out is not NotImplemented:
             return out
     return _call(_VECTOR_NORM, x, ord, dim, keepdim, dtype, default=2)
@@ -267,7 +267,7 @@ def vector_norm(x: torch.Tensor, ord: float = 2, dim: Dims = None, keepdim: bool
 
 def _logic_call(op, eager_op, x, dim, keepdim):
     if not _compiling():
-        out = _eager(eager_op, x, dim, keepdim)
+        out = _eager(eager_op, x, dim, keepdim, None, None)
         if out is not NotImplemented:
             return out
     if keepdim:
@@ -291,7 +291,7 @@ def count_nonzero(x: torch.Tensor, dim: Dims = None) -> torch.Tensor:
     """``torch.count_nonzero``: the int64 count of non-zero elements over ``dim`` (an int or a
     tuple; ``None`` or ``()``: every dim)."""
     if not _compiling():
-        out = _eager(_C.COUNT_NONZERO, x, dim, False)
+        out = _eager(_C.COUNT_NONZERO, x, dim, False, None, None)
         if out is not NotImplemented:
             return out
     return _COUNT_NONZERO(x) if dim is None else _COUNT_NONZERO(x, _dim_list(dim))
@@ -336,7 +336,7 @@ def argmax(x: torch.Tensor, dim: int | None = None, keepdim: bool = False) -> to
     """``torch.argmax``: the int64 index of the first largest element (NaN counts as the largest)
     over ``dim``, or in the flattened tensor for ``dim=None``."""
     if not _compiling():
-        out = _eager(_C.ARGMAX, x, dim, keepdim)
+        out = _eager(_C.ARGMAX, x, dim, keepdim, None, None)
         if out is not NotImplemented:
             return out
     if keepdim:
@@ -347,7 +347,7 @@ def argmax(x: torch.Tensor, dim: int | None = None, keepdim: bool = False) -> to
 def argmin(x: torch.Tensor, dim: int | None = None, keepdim: bool = False) -> torch.Tensor:
     """``torch.argmin``: as :func:`argmax`, for the smallest element."""
     if not _compiling():
-        out = _eager(_C.ARGMIN, x, dim, keepdim)
+        out = _eager(_C.ARGMIN, x, dim, keepdim, None, None)
         if out is not NotImplemented:
             return out
     if keepdim:
