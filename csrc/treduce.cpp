@@ -3,6 +3,7 @@
 // themselves in cpu/sum_cpu.cpp and cuda/ops.cpp.
 #include "treduce.h"
 
+#include <ATen/EmptyTensor.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/zeros.h>
@@ -17,6 +18,9 @@
 #include <ATen/ops/var_cpu_dispatch.h>
 #include <ATen/ops/var_mean_cpu_dispatch.h>
 #include <torch/library.h>
+#ifdef TREDUCE_WITH_CUDA
+#include <ATen/cuda/EmptyTensor.h>
+#endif
 
 #include <algorithm>
 #include <cstdio>
@@ -235,6 +239,17 @@ DimFlags reduced_dims(int64_t ndim, at::OptionalIntArrayRef dim) {
 
 namespace {
 
+// A result's memory from the device's allocator, as torch's own kernels allocate theirs: through
+// at::empty it took a trip through the dispatcher, a visible part of a small call's host time.
+// (Every element is written by the op, so the deterministic mode's fill is not needed.)
+at::Tensor empty_result(at::IntArrayRef shape, const at::TensorOptions& options) {
+#ifdef TREDUCE_WITH_CUDA
+  if (options.device().is_cuda()) return at::Tensor(at::detail::empty_cuda(shape, options));
+#endif
+  if (options.device().is_cpu()) return at::Tensor(at::detail::empty_cpu(shape, options));
+  return at::empty(shape, options);
+}
+
 // The result's shape, its allocation and the layout of the input, for every op.
 void plan_layout(Prepared& p, const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim) {
   const char* name = op_name(p.op);
@@ -256,11 +271,11 @@ void plan_layout(Prepared& p, const at::Tensor& self, at::OptionalIntArrayRef di
   }
 
   const at::TensorOptions options = self.options().dtype(to_scalar_type(p.types.out));
-  p.out = at::empty(shape, options);
+  p.out = empty_result(shape, options);
   if (p.op == ReduceOp::VarMean || p.op == ReduceOp::StdMean || p.op == ReduceOp::AMinMax) {
-    p.out2 = at::empty(shape, options);
+    p.out2 = empty_result(shape, options);
   } else if (is_indexed(p.op)) {
-    p.out2 = at::empty(shape, options.dtype(at::kLong));  // the positions
+    p.out2 = empty_result(shape, options.dtype(at::kLong));  // the positions
   }
   if (p.out.numel() == 0) {
     p.done = true;
