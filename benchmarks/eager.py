@@ -3,9 +3,9 @@ torch's function against torch_reduce's wrapper and the op itself (torch.ops.tre
 
     python benchmarks/eager.py [--reps N] [--out DIR] [--quick]
 
-Cases: full sums of float32, bfloat16 and uint8 from 2^10 to 2^26 elements; sums over dim 0
-and -1 of (4096, 4096) and (65536, 128) in float32 and bfloat16; and each other reduction the
-wrappers' eager entry takes, on a small input where the host sets the pace. For each candidate:
+Cases: full sums of float32, bfloat16 and uint8 from 2^10 to 2^26 elements; the dims suite's
+cases (benchmarks/dims.py) in float32 and bfloat16; and each other reduction the wrappers' eager
+entry takes, on a small input where the host sets the pace. For each candidate:
   eager   a loop of CALLS calls between two CUDA events, us per call: what user code waits for;
   host    the same loop's wall clock up to the last call's return, before any wait: the CPU's
           cost of a call (the queue of launches is far from full after CALLS calls);
@@ -25,6 +25,7 @@ import time
 
 import torch
 
+import dims
 import timing
 import torch_reduce
 
@@ -61,21 +62,31 @@ OTHER_OPS = [
 OTHER_SHAPE = (256, 256)
 
 
+def _over_dim(op: str, dim: int) -> dict:
+    """torch's function, the wrapper and the op (torch.ops) over one dim."""
+    theirs, ours, through_ops = getattr(torch, op), getattr(torch_reduce, op), getattr(T, op)
+    return {f"torch.{op}": lambda x: theirs(x, dim), f"torch_reduce.{op}": lambda x: ours(x, dim),
+            f"torch.ops.treduce.{op}": lambda x: through_ops(x, "auto", [dim])}
+
+
 def cases(quick: bool):
-    """(op, shape, dtype, dim, {candidate: call}) with torch's call first, then the wrapper's, then the op's."""
+    """(op, shape, dtype, dim, {candidate: call}) with torch's call first, then the wrapper's, then
+    the op's: full sums, then the dims suite's cases (benchmarks/dims.py: sum at every dim of
+    each shape, mean, amax and amin on one inner and one outer reduction), then OTHER_OPS."""
     sizes = (10, 16, 20) if quick else (10, 12, 14, 15, 16, 17, 18, 20, 22, 24, 26)
-    sums = [((1 << e,), dtype, None) for dtype in (torch.float32, torch.bfloat16, torch.uint8) for e in sizes]
-    shapes = ((256, 256),) if quick else ((4096, 4096), (65536, 128))
-    sums += [(shape, dtype, dim) for shape in shapes for dtype in (torch.float32, torch.bfloat16) for dim in (0, -1)]
-    for shape, dtype, dim in sums:
-        if dim is None:
-            fns = {"torch.sum": lambda x: torch.sum(x), "torch_reduce.sum": lambda x: torch_reduce.sum(x),
-                   "torch.ops.treduce.sum": lambda x: T.sum(x)}
-        else:
-            fns = {"torch.sum": lambda x, d=dim: torch.sum(x, d),
-                   "torch_reduce.sum": lambda x, d=dim: torch_reduce.sum(x, d),
-                   "torch.ops.treduce.sum": lambda x, d=dim: T.sum(x, "auto", [d])}
-        yield "sum", shape, dtype, dim, fns
+    for dtype in (torch.float32, torch.bfloat16, torch.uint8):
+        for e in sizes:
+            yield "sum", (1 << e,), dtype, None, {"torch.sum": lambda x: torch.sum(x),
+                                                 "torch_reduce.sum": lambda x: torch_reduce.sum(x),
+                                                 "torch.ops.treduce.sum": lambda x: T.sum(x)}
+    if quick:
+        plan = [("sum", (256, 256), 0), ("sum", (256, 256), -1)]
+    else:
+        plan = [("sum", shape, d) for shape in dims.SHAPES for d in dims.default_dims(len(shape))]
+        plan += [(op, shape, d) for op in dims.OPS[1:] for shape, d in dims.OTHER_OPS_CASES]
+    for dtype in dims.DTYPES:
+        for op, shape, d in plan:
+            yield op, shape, dtype, d, _over_dim(op, d)
     for op, dtype, dim, theirs, ours, through_ops in OTHER_OPS[:2] if quick else OTHER_OPS:
         yield op, OTHER_SHAPE, dtype, dim, {f"torch.{op}": theirs, f"torch_reduce.{op}": ours,
                                             f"torch.ops.treduce.{op}": through_ops}
