@@ -24,11 +24,11 @@
 
 #include <ATen/PythonTorchFunctionTLS.h>
 #include <ATen/core/Tensor.h>
-#include <ATen/core/dispatch/Dispatcher.h>
 #include <c10/core/impl/TorchDispatchModeTLS.h>
 #include <c10/util/Exception.h>
 #include <c10/util/SmallVector.h>
 
+#include <stdexcept>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -63,20 +63,16 @@ struct Args {
 // What a row takes besides dim and keepdim.
 enum Takes : unsigned { kNothing = 0, kDtype = 1, kScalar = 2 };
 
-template <class Signature>
-c10::TypedOperatorHandle<Signature> op_handle(const char* name) {
-  return c10::Dispatcher::singleton().findSchemaOrThrow(name, "").typed<Signature>();
-}
-
 std::optional<int64_t> one_dim(at::OptionalIntArrayRef dim) {
   return dim.has_value() ? std::optional<int64_t>((*dim)[0]) : std::nullopt;
 }
 
-#define TREDUCE_HANDLE(Signature, name) \
-  static const auto op = op_handle<Signature>("treduce::" name)
+// The two results of var_mean and std_mean.
+Results both(std::tuple<at::Tensor, at::Tensor>&& r) { return {std::move(std::get<0>(r)), std::move(std::get<1>(r))}; }
 
 // One row per op: its name (the module's constant), what its dim is, what else it takes, and
-// the call (the variant "auto"; vector_norm's order 2 unless given).
+// the call through the C++ API (treduce.h: the same dispatcher handles; the variant "auto",
+// vector_norm's order 2 unless given).
 struct EagerOp {
   const char* name;
   DimKind dim;
@@ -85,83 +81,44 @@ struct EagerOp {
 };
 
 const EagerOp kEagerOps[] = {
-    {"SUM", DimKind::kList, kDtype, [](const Args& a) -> Results {
-       TREDUCE_HANDLE(SumSignature, "sum");
-       return {op.call(a.x, "auto", a.dim, a.keepdim, a.dtype)};
+    {"SUM", DimKind::kList, kDtype,
+     [](const Args& a) -> Results { return {treduce::sum(a.x, "auto", a.dim, a.keepdim, a.dtype)}; }},
+    {"MEAN", DimKind::kList, kDtype,
+     [](const Args& a) -> Results { return {treduce::mean(a.x, a.dim, a.keepdim, a.dtype)}; }},
+    {"AMAX", DimKind::kList, kNothing, [](const Args& a) -> Results { return {treduce::amax(a.x, a.dim, a.keepdim)}; }},
+    {"AMIN", DimKind::kList, kNothing, [](const Args& a) -> Results { return {treduce::amin(a.x, a.dim, a.keepdim)}; }},
+    {"VAR", DimKind::kList, kScalar,
+     [](const Args& a) -> Results { return {treduce::var(a.x, a.dim, a.scalar, a.keepdim)}; }},
+    {"STD", DimKind::kList, kScalar,
+     [](const Args& a) -> Results { return {treduce::std(a.x, a.dim, a.scalar, a.keepdim)}; }},
+    {"VAR_MEAN", DimKind::kList, kScalar,
+     [](const Args& a) -> Results { return both(treduce::var_mean(a.x, a.dim, a.scalar, a.keepdim)); }},
+    {"STD_MEAN", DimKind::kList, kScalar,
+     [](const Args& a) -> Results { return both(treduce::std_mean(a.x, a.dim, a.scalar, a.keepdim)); }},
+    {"NANSUM", DimKind::kList, kDtype,
+     [](const Args& a) -> Results { return {treduce::nansum(a.x, a.dim, a.keepdim, a.dtype)}; }},
+    {"NANMEAN", DimKind::kList, kDtype,
+     [](const Args& a) -> Results { return {treduce::nanmean(a.x, a.dim, a.keepdim, a.dtype)}; }},
+    {"LOGSUMEXP", DimKind::kRequiredList, kNothing,
+     [](const Args& a) -> Results { return {treduce::logsumexp(a.x, *a.dim, a.keepdim)}; }},
+    {"PROD", DimKind::kInt, kDtype,
+     [](const Args& a) -> Results { return {treduce::prod(a.x, one_dim(a.dim), a.keepdim, a.dtype)}; }},
+    {"VECTOR_NORM", DimKind::kList, kDtype | kScalar,
+     [](const Args& a) -> Results {
+       return {treduce::vector_norm(a.x, a.scalar.value_or(at::Scalar(2)), a.dim, a.keepdim, a.dtype)};
      }},
-    {"MEAN", DimKind::kList, kDtype, [](const Args& a) -> Results {
-       TREDUCE_HANDLE(SumSignature, "mean");
-       return {op.call(a.x, "auto", a.dim, a.keepdim, a.dtype)};
-     }},
-    {"AMAX", DimKind::kList, kNothing, [](const Args& a) -> Results {
-       TREDUCE_HANDLE(MinMaxSignature, "amax");
-       return {op.call(a.x, "auto", a.dim, a.keepdim)};
-     }},
-    {"AMIN", DimKind::kList, kNothing, [](const Args& a) -> Results {
-       TREDUCE_HANDLE(MinMaxSignature, "amin");
-       return {op.call(a.x, "auto", a.dim, a.keepdim)};
-     }},
-    {"VAR", DimKind::kList, kScalar, [](const Args& a) -> Results {
-       TREDUCE_HANDLE(VarSignature, "var");
-       return {op.call(a.x, a.dim, a.scalar, a.keepdim)};
-     }},
-    {"STD", DimKind::kList, kScalar, [](const Args& a) -> Results {
-       TREDUCE_HANDLE(VarSignature, "std");
-       return {op.call(a.x, a.dim, a.scalar, a.keepdim)};
-     }},
-    {"VAR_MEAN", DimKind::kList, kScalar, [](const Args& a) -> Results {
-       TREDUCE_HANDLE(VarMeanSignature, "var_mean");
-       auto [v, m] = op.call(a.x, a.dim, a.scalar, a.keepdim);
-       return {std::move(v), std::move(m)};
-     }},
-    {"STD_MEAN", DimKind::kList, kScalar, [](const Args& a) -> Results {
-       TREDUCE_HANDLE(VarMeanSignature, "std_mean");
-       auto [s, m] = op.call(a.x, a.dim, a.scalar, a.keepdim);
-       return {std::move(s), std::move(m)};
-     }},
-    {"NANSUM", DimKind::kList, kDtype, [](const Args& a) -> Results {
-       TREDUCE_HANDLE(NanSignature, "nansum");
-       return {op.call(a.x, a.dim, a.keepdim, a.dtype)};
-     }},
-    {"NANMEAN", DimKind::kList, kDtype, [](const Args& a) -> Results {
-       TREDUCE_HANDLE(NanSignature, "nanmean");
-       return {op.call(a.x, a.dim, a.keepdim, a.dtype)};
-     }},
-    {"LOGSUMEXP", DimKind::kRequiredList, kNothing, [](const Args& a) -> Results {
-       TREDUCE_HANDLE(LogSumExpSignature, "logsumexp");
-       return {op.call(a.x, *a.dim, a.keepdim)};
-     }},
-    {"PROD", DimKind::kInt, kDtype, [](const Args& a) -> Results {
-       TREDUCE_HANDLE(ProdSignature, "prod");
-       return {op.call(a.x, one_dim(a.dim), a.keepdim, a.dtype)};
-     }},
-    {"VECTOR_NORM", DimKind::kList, kDtype | kScalar, [](const Args& a) -> Results {
-       TREDUCE_HANDLE(NormSignature, "vector_norm");
-       return {op.call(a.x, a.scalar.value_or(at::Scalar(2)), a.dim, a.keepdim, a.dtype)};
-     }},
-    {"ANY", DimKind::kList, kNothing, [](const Args& a) -> Results {
-       TREDUCE_HANDLE(LogicSignature, "any");
-       return {op.call(a.x, a.dim, a.keepdim)};
-     }},
-    {"ALL", DimKind::kList, kNothing, [](const Args& a) -> Results {
-       TREDUCE_HANDLE(LogicSignature, "all");
-       return {op.call(a.x, a.dim, a.keepdim)};
-     }},
-    {"COUNT_NONZERO", DimKind::kList, kNothing, [](const Args& a) -> Results {
-       TREDUCE_HANDLE(CountSignature, "count_nonzero");
+    {"ANY", DimKind::kList, kNothing, [](const Args& a) -> Results { return {treduce::any(a.x, a.dim, a.keepdim)}; }},
+    {"ALL", DimKind::kList, kNothing, [](const Args& a) -> Results { return {treduce::all(a.x, a.dim, a.keepdim)}; }},
+    {"COUNT_NONZERO", DimKind::kList, kNothing,
+     [](const Args& a) -> Results {
        if (a.keepdim) throw std::invalid_argument("count_nonzero takes no keepdim");  // redone by torch.ops
-       return {op.call(a.x, a.dim)};
+       return {treduce::count_nonzero(a.x, a.dim)};
      }},
-    {"ARGMAX", DimKind::kInt, kNothing, [](const Args& a) -> Results {
-       TREDUCE_HANDLE(ArgSignature, "argmax");
-       return {op.call(a.x, one_dim(a.dim), a.keepdim)};
-     }},
-    {"ARGMIN", DimKind::kInt, kNothing, [](const Args& a) -> Results {
-       TREDUCE_HANDLE(ArgSignature, "argmin");
-       return {op.call(a.x, one_dim(a.dim), a.keepdim)};
-     }},
+    {"ARGMAX", DimKind::kInt, kNothing,
+     [](const Args& a) -> Results { return {treduce::argmax(a.x, one_dim(a.dim), a.keepdim)}; }},
+    {"ARGMIN", DimKind::kInt, kNothing,
+     [](const Args& a) -> Results { return {treduce::argmin(a.x, one_dim(a.dim), a.keepdim)}; }},
 };
-#undef TREDUCE_HANDLE
 constexpr Py_ssize_t kEagerOpCount = sizeof(kEagerOps) / sizeof(kEagerOps[0]);
 
 // torch.Tensor and torch.nn.Parameter (whose __torch_function__ is disabled, so torch's own
