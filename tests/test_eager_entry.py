@@ -103,11 +103,9 @@ def test_entry_equals_torch_ops(device, name):
             _same(_wrapper_call(name, wrapper, x, dim, keepdim), expected)
 
 
-@pytest.mark.parametrize("name", sorted(ROWS))
-def test_wrapper_takes_the_entry(monkeypatch, name):
-    """With every torch.ops overload in ops.py replaced by one that fails, a plain call still works
-    (it went through the entry) and a declined one fails (it went through torch.ops)."""
-    through_ops, wrapper, kind, dtype = ROWS[name]
+@pytest.fixture
+def torch_ops_fail(monkeypatch):
+    """Every torch.ops overload that ops.py calls, replaced by one that fails."""
 
     def fails(*args, **kwargs):
         raise AssertionError("called through torch.ops")
@@ -115,6 +113,13 @@ def test_wrapper_takes_the_entry(monkeypatch, name):
     for attr, value in list(vars(ops).items()):
         if isinstance(value, torch._ops.OpOverload):
             monkeypatch.setattr(ops, attr, fails)
+
+
+@pytest.mark.parametrize("name", sorted(ROWS))
+def test_wrapper_takes_the_entry(torch_ops_fail, name):
+    """With every torch.ops overload in ops.py replaced by one that fails, a plain call still works
+    (it went through the entry) and a declined one fails (it went through torch.ops)."""
+    through_ops, wrapper, kind, dtype = ROWS[name]
     x = _input(dtype, "cpu", fresh_generator("cpu")[0])
     dim = 0 if kind != "list" else None
     _wrapper_call(name, wrapper, x, dim, False)
@@ -190,13 +195,7 @@ def test_dtype_and_scalar_arguments(device):
     _same(torch_reduce.vector_norm(x, 3.5, 0, True), cases[12][1])
 
 
-def test_wrappers_take_the_entry_with_dtype_and_scalar(monkeypatch):
-    def fails(*args, **kwargs):
-        raise AssertionError("called through torch.ops")
-
-    for attr, value in list(vars(ops).items()):
-        if isinstance(value, torch._ops.OpOverload):
-            monkeypatch.setattr(ops, attr, fails)
+def test_wrappers_take_the_entry_with_dtype_and_scalar(torch_ops_fail):
     x = torch.randn(5, 6)
     torch_reduce.sum(x, 0, dtype=torch.float64)
     torch_reduce.mean(x.to(torch.int32), dtype=torch.float32)
