@@ -149,6 +149,72 @@ def test_eager_and_graph_give_the_same_bits(op, dtype, n):
         assert all(torch.equal(a, b) for a, b in zip(out, eager)), f"seed {seed}: graph {out}, eager {eager}"
 
 
+# Reductions over the last dim, for the row-segments check below.
+_ROW_OPS = {
+    "sum": lambda x: torch_reduce.sum(x, -1),
+    "mean": lambda x: torch_reduce.mean(x, -1),
+    "amax": lambda x: torch_reduce.amax(x, -1),
+    "argmax": lambda x: torch_reduce.argmax(x, -1),
+    "var_mean": lambda x: torch_reduce.var_mean(x, -1),
+    "logsumexp": lambda x: torch_reduce.logsumexp(x, -1),
+    "prod": lambda x: torch_reduce.prod(x, -1),
+    "vector_norm": lambda x: torch_reduce.vector_norm(x, dim=-1),
+    "nansum": lambda x: torch_reduce.nansum(x, -1),
+}
+
+# Few long rows, which auto cuts into segments, a block each (kernels/dims.cuh), on any GPU.
+_SEGMENTED_ROWS = [(128, 65536), (7, 300_007), (3, 5, 100_003), (1, 2**20 + 7)]
+
+
+def _as_tuple(out):
+    return out if isinstance(out, tuple) else (out,)
+
+
+@cuda_only
+@pytest.mark.parametrize("shape", _SEGMENTED_ROWS, ids=str)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float64], ids=str)
+@pytest.mark.parametrize("op", list(_ROW_OPS))
+def test_segmented_rows_eager_and_graph_give_the_same_bits(op, dtype, shape):
+    """Rows cut into segments: eagerly, each row's last segment block combines the row's
+    partials (a ticket per row in the stream's scratch); in a graph a second kernel does. The
+    same partials in the same order, so the same bits. Between the repeated eager calls, other
+    calls on the stream take the same ticket words (a full sum: the first; rows of another
+    count): each call must leave every word it took at 0."""
+    gen, seed = fresh_generator("cuda")
+    x = (torch.rand(shape, generator=gen, device="cuda") + 0.5).to(dtype)  # positive: prod and the norms stay finite
+    others = [torch.rand(2**20 + 3, generator=gen, device="cuda"), torch.rand(40, 90_001, generator=gen, device="cuda")]
+    fn = _ROW_OPS[op]
+    eager = _as_tuple(fn(x))
+    for k in range(20):
+        torch_reduce.sum(others[k % 2], -1 if k % 4 == 1 else None)
+        again = _as_tuple(fn(x))
+        assert all(torch.equal(a, b) for a, b in zip(again, eager)), f"seed {seed}: an eager call differed"
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = _as_tuple(fn(x))
+    for _ in range(3):
+        graph.replay()
+        assert all(torch.equal(a, b) for a, b in zip(out, eager)), f"seed {seed}: graph {out}, eager {eager}"
+
+
+@cuda_only
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+def test_segmented_rows_take_one_kernel_eagerly(dtype):
+    """An eager sum over (128, 65536)'s rows launches one kernel, the segments kernel that
+    combines each row itself, and its result is right: the one-kernel path is taken, not just
+    allowed."""
+    x = torch.randn(128, 65536, device="cuda").to(dtype)
+    torch_reduce.sum(x, -1)  # scratch allocated before the profile
+    torch.cuda.synchronize()
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        got = torch_reduce.sum(x, -1)
+        torch.cuda.synchronize()
+    kernels = [e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+    assert len(kernels) == 1 and "row_segments_ticket_kernel" in kernels[0], kernels
+    want = x.double().sum(-1)
+    assert torch.allclose(got.double(), want, rtol=0, atol=1e-3 if dtype == torch.float32 else 2.0)
+
+
 @cuda_only
 def test_streams_keep_their_own_scratch():
     """Eager calls on several streams at once, each stream's calls using that stream's scratch

@@ -47,11 +47,14 @@ struct ReduceArgs {
   Layout3 layout;
   ProjectArgs project;           // what the op's projection reads (reduce_ops.h)
   void* out2 = nullptr;          // var_mean / std_mean: the mean, like `out`
-  // A word that is 0 and that no other call can touch until this one's kernels are done (the
-  // stream's own scratch, see cuda/ops.cpp), or null. With it a full reduction runs as one
-  // kernel whose last block adds the partials and sets the word back to 0; without it, two.
+  // kTicketWords words that are 0 and that no other call can touch until this one's kernels
+  // are done (the stream's own scratch, see cuda/ops.cpp), or null. With them a full reduction,
+  // or rows cut into segments, run as one kernel whose last block (of the grid, of the row)
+  // adds the partials and sets its word back to 0; without, two.
   unsigned* ticket = nullptr;
 };
+
+inline constexpr int64_t kTicketWords = 4096;
 
 // With workspace_bytes null: enqueues the whole reduction on a.stream and returns the first
 // launch error; never synchronises. Otherwise: stores the scratch the call needs (block

@@ -21,19 +21,19 @@ namespace {
 // Scratch of eager calls: one block of device memory per (device, stream), taken from the
 // stream-ordered allocator (cudaMallocAsync) on that stream by its first call and kept for the
 // life of the process; a call that needs more gets a larger one.
-// Calls on one stream run one after another, so each finds it free, and its first word, the
-// one-kernel ticket (launch.h), is 0 between calls. An eager call then costs one allocation
-// (its result) and, for a full reduction, one launch: less than torch.sum's (which also zeroes a
-// semaphore). Outside torch's caching allocator on purpose: torch.compile's CUDA-graph trees route
+// Calls on one stream run one after another, so each finds it free, and its first
+// kTicketWords words, the one-kernel tickets (launch.h), are 0 between calls. An eager call
+// then costs one allocation (its result) and, for a full reduction or rows cut into segments,
+// one launch: less than torch.sum's (which also zeroes a semaphore). Outside torch's caching allocator on purpose: torch.compile's CUDA-graph trees route
 // a warm-up's allocations into a graph's private pool, where memory held past the call is an
 // error. CUDA graphs do not use it: a captured call keeps its own memory (a graph may be replayed
 // on any stream, beside anything).
-constexpr size_t kTicketBytes = 256;  // the ticket, then the scratch proper, 256-byte aligned
+constexpr size_t kTicketBytes = kTicketWords * sizeof(unsigned);  // then the scratch proper, aligned
 constexpr size_t kFirstScratchBytes = 256 << 10;
 constexpr size_t kMostScratchBytes = 64 << 20;  // larger needs go to the caching allocator
 constexpr size_t kMostStreams = 256;            // (device, stream) pairs with a block of their own
 
-// A block of at least kTicketBytes + bytes whose first word is 0, or null (too large, or no
+// A block of at least kTicketBytes + bytes whose tickets are 0, or null (too large, or no
 // stream-ordered allocator on this device).
 char* stream_scratch(c10::DeviceIndex device, cudaStream_t stream, size_t bytes) {
   struct Block {
@@ -62,9 +62,9 @@ char* stream_scratch(c10::DeviceIndex device, cudaStream_t stream, size_t bytes)
       (void)cudaGetLastError();  // no stream-ordered allocator: the caller takes the caching allocator's
       return nullptr;
     }
-    C10_CUDA_CHECK(cudaMemsetAsync(data, 0, sizeof(unsigned), stream));
+    C10_CUDA_CHECK(cudaMemsetAsync(data, 0, kTicketBytes, stream));
     // The smaller block is not freed: another thread's cache (below) may still hand it out for
-    // a call on this stream, which then is as good as ever (its ticket is 0 between calls too).
+    // a call on this stream, which then is as good as ever (its tickets are 0 between calls too).
     // Sizes double, so all of a stream's blocks are less than twice its largest.
     block = {static_cast<char*>(data), size};
   }

@@ -207,8 +207,52 @@ rows_kernel(const typename R::In* x, Layout3 l, Sink out) {
   }
 }
 
+// Combines p[j * stride] for j = first, first + step, ... below `count`, in that order, kLoads
+// partials loaded before any is combined (the last few together too): one round trip to L2 for
+// kLoads of them, where a load, its combine, then the next load made one each. Same order as
+// one at a time, so the same bits. kFromL2: loads past L1 (load_cg).
+template <class R, int kLoads, bool kFromL2 = false>
+__device__ __forceinline__ typename R::Acc combine_strided(const typename R::Acc* p, int64_t stride, int first,
+                                                           int step, int count) {
+  using Op = typename R::Op;
+  const auto at = [&](int k) {
+    if constexpr (kFromL2) return load_cg(p + int64_t(k) * stride);
+    else return p[int64_t(k) * stride];
+  };
+  auto v = Op::identity();
+  int j = first;
+  for (; j + (kLoads - 1) * step < count; j += kLoads * step) {
+    typename R::Acc q[kLoads];
+#pragma unroll
+    for (int u = 0; u < kLoads; ++u) q[u] = at(j + u * step);
+#pragma unroll
+    for (int u = 0; u < kLoads; ++u) v = Op::combine(v, q[u]);
+  }
+  if (j < count) {  // fewer than kLoads left
+    typename R::Acc q[kLoads - 1];
+#pragma unroll
+    for (int u = 0; u < kLoads - 1; ++u) q[u] = j + u * step < count ? at(j + u * step) : Op::identity();
+#pragma unroll
+    for (int u = 0; u < kLoads - 1; ++u)
+      if (j + u * step < count) v = Op::combine(v, q[u]);
+  }
+  return v;
+}
+
+// Block b's share of long rows: segment b % segments of row b / segments, reduced by the block
+// (the result in thread 0, as block_reduce leaves it).
+template <class R>
+__device__ __forceinline__ typename R::Acc segment_part(const typename R::In* x, const Layout3& l, int64_t per_segment,
+                                                        int segments) {
+  const int64_t o = blockIdx.x / segments;
+  const int64_t begin = (blockIdx.x % segments) * per_segment;
+  const int64_t end = min64(l.reduced, begin + per_segment);
+  auto v = row_part<R, kSegmentBlock, kGroupLoads<R>>(x + o * l.in_outer, begin, end, l.in_reduced, threadIdx.x);
+  return block_reduce<typename R::Op, kSegmentBlock>(v);
+}
+
 // Long rows: block b reduces segment b % segments of row b / segments. With one segment it
-// writes the result, else the block's partial at index b.
+// writes the result, else the block's partial at index b, which row_partials_kernel combines.
 template <class R>
 __global__ void __launch_bounds__(kSegmentBlock)
 row_segments_kernel(const typename R::In* x, Layout3 l, int64_t per_segment, int segments, Sink out) {
@@ -217,40 +261,52 @@ row_segments_kernel(const typename R::In* x, Layout3 l, int64_t per_segment, int
   // on the stream (launched normally) started ~0.15 us later after a trigger.
   if (segments > 1) cudaTriggerProgrammaticLaunchCompletion();
 #endif
+  const auto v = segment_part<R>(x, l, per_segment, segments);
   const int64_t o = blockIdx.x / segments;
-  const int64_t begin = (blockIdx.x % segments) * per_segment;
-  const int64_t end = min64(l.reduced, begin + per_segment);
-  auto v = row_part<R, kSegmentBlock, kGroupLoads<R>>(x + o * l.in_outer, begin, end, l.in_reduced, threadIdx.x);
-  v = block_reduce<typename R::Op, kSegmentBlock>(v);
   if (threadIdx.x == 0) store_acc<typename R::Op>(out, segments == 1 ? o * l.out_outer : int64_t(blockIdx.x), v);
 }
 
-// Combines p[j * stride] for j = first, first + step, ... below `count`, in that order, kLoads
-// partials loaded before any is combined (the last few together too): one round trip to L2 for
-// kLoads of them, where a load, its combine, then the next load made one each. Same order as
-// one at a time, so the same bits.
-template <class R, int kLoads>
-__device__ __forceinline__ typename R::Acc combine_strided(const typename R::Acc* p, int64_t stride, int first,
-                                                           int step, int count) {
+// atomicInc at device scope with release and acquire semantics: what this thread wrote before
+// is visible to whoever takes a later number, and what those before it wrote is visible to it
+// (and, after a barrier, to its block). __threadfence() then atomicInc orders the same through
+// a full fence: each block holds its slot through it, and the kernel took 0.1-0.3 us longer
+// with the caches cold (H100).
+__device__ __forceinline__ unsigned ticket_inc(unsigned* word, unsigned last) {
+  unsigned old;
+  asm volatile("atom.acq_rel.gpu.global.inc.u32 %0, [%1], %2;" : "=r"(old) : "l"(word), "r"(last) : "memory");
+  return old;
+}
+
+// The same with the rows' combine in it, for eager calls (see run_rows): each block writes its
+// partial, then takes a number from its row's ticket word (0 between calls; the last block
+// sets it back to 0), and the row's last block combines the row's partials into `out` with
+// row_partials_kernel's arithmetic, so the same bits. A kernel of its own: with the combine in
+// the kernel above, 16 of its 149 instantiations took enough registers more to lose a block a
+// multiprocessor (4 to 3, 3 to 2; ptxas, sm_90), which CUDA graphs would have paid too. The
+// combine inline (out of line, the call took 40 registers for float32 sums here, against 31).
+// With the caches cold it is up to 0.45 us slower than the two kernels (a one-row argmax of
+// 2^26, 3.3 us), and an eager loop of calls 2-3 us a call faster (benchmarks/NOTES.md).
+template <class R>
+__global__ void __launch_bounds__(kSegmentBlock)
+row_segments_ticket_kernel(const typename R::In* x, Layout3 l, int64_t per_segment, int segments,
+                           typename R::Acc* partials, unsigned* tickets, Sink out) {
   using Op = typename R::Op;
-  auto v = Op::identity();
-  int j = first;
-  for (; j + (kLoads - 1) * step < count; j += kLoads * step) {
-    typename R::Acc q[kLoads];
-#pragma unroll
-    for (int u = 0; u < kLoads; ++u) q[u] = p[int64_t(j + u * step) * stride];
-#pragma unroll
-    for (int u = 0; u < kLoads; ++u) v = Op::combine(v, q[u]);
+  const auto v = segment_part<R>(x, l, per_segment, segments);
+  const int64_t o = blockIdx.x / segments;
+  __shared__ bool last;
+  if (threadIdx.x == 0) {
+    partials[blockIdx.x] = v;
+    last = ticket_inc(tickets + o, unsigned(segments) - 1) == unsigned(segments) - 1;  // wraps to 0
   }
-  if (j < count) {  // fewer than kLoads left
-    typename R::Acc q[kLoads - 1];
-#pragma unroll
-    for (int u = 0; u < kLoads - 1; ++u) q[u] = j + u * step < count ? p[int64_t(j + u * step) * stride] : Op::identity();
-#pragma unroll
-    for (int u = 0; u < kLoads - 1; ++u)
-      if (j + u * step < count) v = Op::combine(v, q[u]);
-  }
-  return v;
+  __syncthreads();  // the first thread's acquire is the block's
+  if (!last || threadIdx.x >= 32) return;
+  // Past L1 (other blocks wrote them during this grid); eight loads in flight as
+  // row_partials_kernel, two for accumulators of other sizes (1, 2 or more than 8 bytes), which
+  // took more registers with eight.
+  constexpr int kLoads = sizeof(typename R::Acc) % 4 == 0 && sizeof(typename R::Acc) <= 8 ? 8 : 2;
+  auto w = combine_strided<R, kLoads, true>(partials + o * segments, 1, int(threadIdx.x), 32, segments);
+  w = warp_reduce<Op>(w);
+  if (threadIdx.x == 0) store_acc<Op>(out, o * l.out_outer, w);
 }
 
 // A warp per row combines that row's segment partials, in segment order.
@@ -531,8 +587,17 @@ cudaError_t run_rows(const ReduceArgs& a, const Sink& result, size_t* workspace_
     return last_launch_error();
   }
   auto* partials = static_cast<Acc*>(a.workspace);
-  row_segments_kernel<R><<<unsigned(l.outer * segments), kSegmentBlock, 0, a.stream>>>(
-      x, l, per_segment, int(segments), Sink::partials(partials));
+  const unsigned grid = unsigned(l.outer * segments);
+  // Eager calls with a ticket word for every row: one kernel, as full sums (vector.cuh). This
+  // path has at most ~4 waves of blocks in all, so rows fit kTicketWords on any device made yet;
+  // past it, two kernels. The same segments either way, so the same bits.
+  if (a.ticket != nullptr && l.outer <= kTicketWords) {
+    row_segments_ticket_kernel<R><<<grid, kSegmentBlock, 0, a.stream>>>(x, l, per_segment, int(segments), partials,
+                                                                        a.ticket, result);
+    return last_launch_error();
+  }
+  row_segments_kernel<R><<<grid, kSegmentBlock, 0, a.stream>>>(x, l, per_segment, int(segments),
+                                                              Sink::partials(partials));
   if (cudaError_t e = last_launch_error(); e != cudaSuccess) return e;
   return launch_dependent(row_partials_kernel<R>, dim3(unsigned(ceil_div(l.outer, kRowsBlock / 32))),
                           dim3(kRowsBlock), a, static_cast<const Acc*>(partials), int(segments), l, result);
