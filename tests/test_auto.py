@@ -238,6 +238,29 @@ def test_streams_keep_their_own_scratch():
 
 
 @cuda_only
+def test_streams_keep_their_own_row_tickets():
+    """The same with few long rows (a ticket word a row, kernels/dims.cuh), full sums (the first
+    word) on the same streams in between: exact integer sums against the CPU's."""
+    gen, seed = fresh_generator("cuda")
+    shapes = [(128, 65536 + 3), (7, 300_007), (40, 90_001), (3, 2**20 + 1)]
+    inputs = [torch.randint(-1000, 1000, s, generator=gen, device="cuda", dtype=torch.int32) for s in shapes]
+    full = torch.randint(-1000, 1000, (2**20 + 3,), generator=gen, device="cuda", dtype=torch.int32)
+    want = [x.cpu().to(torch.int64).sum(-1) for x in inputs]
+    streams = [torch.cuda.Stream() for _ in shapes]
+    results = [[] for _ in shapes]
+    torch.cuda.synchronize()
+    for _ in range(30):
+        for x, stream, got in zip(inputs, streams, results):
+            with torch.cuda.stream(stream):
+                got.append(torch_reduce.sum(x, -1))
+                torch_reduce.sum(full)
+    torch.cuda.synchronize()
+    for shape, w, got in zip(shapes, want, results):
+        for g in got:
+            assert torch.equal(g.cpu(), w), f"seed {seed}, shape {shape}"
+
+
+@cuda_only
 def test_more_streams_than_scratch_blocks():
     """Past the 256 (device, stream) pairs that keep a scratch block of their own (cuda/ops.cpp),
     calls on further streams take the caching allocator's memory and two kernels: still right,
