@@ -108,6 +108,26 @@ def test_graph_replays_bitwise_identical(variant, n):
         assert torch.equal(out, eager)
 
 
+def _as_tuple(out):
+    return out if isinstance(out, tuple) else (out,)
+
+
+def _assert_eager_repeats_and_graph_agree(fn, x, seed, between=lambda k: None):
+    """fn(x) eagerly, 20 more times (between(k) before each), then captured in a CUDA graph and
+    replayed 3 times: every result bitwise equal to the first."""
+    eager = _as_tuple(fn(x))
+    for k in range(20):
+        between(k)
+        again = _as_tuple(fn(x))
+        assert all(torch.equal(a, b) for a, b in zip(again, eager)), f"seed {seed}: an eager call differed"
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = _as_tuple(fn(x))
+    for _ in range(3):
+        graph.replay()
+        assert all(torch.equal(a, b) for a, b in zip(out, eager)), f"seed {seed}: graph {out}, eager {eager}"
+
+
 # Full reductions of every operator family, for the one-kernel / two-kernel check below.
 _FULL_OPS = {
     "sum": torch_reduce.sum,
@@ -133,20 +153,7 @@ def test_eager_and_graph_give_the_same_bits(op, dtype, n):
     each call leaves the ticket at 0 for the next."""
     gen, seed = fresh_generator("cuda")
     x = (torch.rand(n, generator=gen, device="cuda") + 0.5).to(dtype)  # positive: prod and the norms stay finite
-    fn = _FULL_OPS[op]
-    eager = fn(x)
-    eager = eager if isinstance(eager, tuple) else (eager,)
-    for _ in range(20):
-        again = fn(x)
-        again = again if isinstance(again, tuple) else (again,)
-        assert all(torch.equal(a, b) for a, b in zip(again, eager)), f"seed {seed}: an eager call differed"
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        out = fn(x)
-    out = out if isinstance(out, tuple) else (out,)
-    for _ in range(3):
-        graph.replay()
-        assert all(torch.equal(a, b) for a, b in zip(out, eager)), f"seed {seed}: graph {out}, eager {eager}"
+    _assert_eager_repeats_and_graph_agree(_FULL_OPS[op], x, seed)
 
 
 # Reductions over the last dim, for the row-segments check below.
@@ -166,10 +173,6 @@ _ROW_OPS = {
 _SEGMENTED_ROWS = [(128, 65536), (7, 300_007), (3, 5, 100_003), (1, 2**20 + 7)]
 
 
-def _as_tuple(out):
-    return out if isinstance(out, tuple) else (out,)
-
-
 @cuda_only
 @pytest.mark.parametrize("shape", _SEGMENTED_ROWS, ids=str)
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float64], ids=str)
@@ -183,18 +186,8 @@ def test_segmented_rows_eager_and_graph_give_the_same_bits(op, dtype, shape):
     gen, seed = fresh_generator("cuda")
     x = (torch.rand(shape, generator=gen, device="cuda") + 0.5).to(dtype)  # positive: prod and the norms stay finite
     others = [torch.rand(2**20 + 3, generator=gen, device="cuda"), torch.rand(40, 90_001, generator=gen, device="cuda")]
-    fn = _ROW_OPS[op]
-    eager = _as_tuple(fn(x))
-    for k in range(20):
-        torch_reduce.sum(others[k % 2], -1 if k % 4 == 1 else None)
-        again = _as_tuple(fn(x))
-        assert all(torch.equal(a, b) for a, b in zip(again, eager)), f"seed {seed}: an eager call differed"
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        out = _as_tuple(fn(x))
-    for _ in range(3):
-        graph.replay()
-        assert all(torch.equal(a, b) for a, b in zip(out, eager)), f"seed {seed}: graph {out}, eager {eager}"
+    between = lambda k: torch_reduce.sum(others[k % 2], -1 if k % 4 == 1 else None)  # noqa: E731
+    _assert_eager_repeats_and_graph_agree(_ROW_OPS[op], x, seed, between)
 
 
 @cuda_only

@@ -24,9 +24,9 @@ namespace {
 // Calls on one stream run one after another, so each finds it free, and its first
 // kTicketWords words, the one-kernel tickets (launch.h), are 0 between calls. An eager call
 // then costs one allocation (its result) and, for a full reduction or rows cut into segments,
-// one launch: less than torch.sum's (which also zeroes a semaphore). Outside torch's caching allocator on purpose: torch.compile's CUDA-graph trees route
-// a warm-up's allocations into a graph's private pool, where memory held past the call is an
-// error. CUDA graphs do not use it: a captured call keeps its own memory (a graph may be replayed
+// one launch: less than torch.sum's (which also zeroes a semaphore). Outside torch's caching
+// allocator on purpose: torch.compile's CUDA-graph trees route a warm-up's allocations into a
+// graph's private pool, where memory held past the call is an error. CUDA graphs do not use it: a captured call keeps its own memory (a graph may be replayed
 // on any stream, beside anything).
 constexpr size_t kTicketBytes = kTicketWords * sizeof(unsigned);  // then the scratch proper, aligned
 constexpr size_t kFirstScratchBytes = 256 << 10;
