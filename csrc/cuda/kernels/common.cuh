@@ -268,6 +268,17 @@ __device__ __forceinline__ A block_reduce(A v) {
   return v;
 }
 
+// atomicInc at device scope with release and acquire semantics: what this thread wrote before
+// is visible to whoever takes a later number, and what those before it wrote is visible to it
+// (and, after a barrier, to its block). __threadfence() then atomicInc orders the same through
+// a full fence: each block holds its slot through it, and the kernel took 0.1-0.3 us longer
+// with the caches cold (H100).
+__device__ __forceinline__ unsigned ticket_inc(unsigned* word, unsigned last) {
+  unsigned old;
+  asm volatile("atom.acq_rel.gpu.global.inc.u32 %0, [%1], %2;" : "=r"(old) : "l"(word), "r"(last) : "memory");
+  return old;
+}
+
 // How many blocks of `threads` threads of Kernel fit on one multiprocessor of the current
 // device: a grid of that many per multiprocessor runs in one wave. (A fixed guess went wrong
 // when a kernel needed more registers: one block in four waited for a second wave.) Cached

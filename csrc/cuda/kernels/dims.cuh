@@ -266,17 +266,6 @@ row_segments_kernel(const typename R::In* x, Layout3 l, int64_t per_segment, int
   if (threadIdx.x == 0) store_acc<typename R::Op>(out, segments == 1 ? o * l.out_outer : int64_t(blockIdx.x), v);
 }
 
-// atomicInc at device scope with release and acquire semantics: what this thread wrote before
-// is visible to whoever takes a later number, and what those before it wrote is visible to it
-// (and, after a barrier, to its block). __threadfence() then atomicInc orders the same through
-// a full fence: each block holds its slot through it, and the kernel took 0.1-0.3 us longer
-// with the caches cold (H100).
-__device__ __forceinline__ unsigned ticket_inc(unsigned* word, unsigned last) {
-  unsigned old;
-  asm volatile("atom.acq_rel.gpu.global.inc.u32 %0, [%1], %2;" : "=r"(old) : "l"(word), "r"(last) : "memory");
-  return old;
-}
-
 // The same with the rows' combine in it, for eager calls (see run_rows): each block writes its
 // partial, then takes a number from its row's ticket word (0 between calls; the last block
 // sets it back to 0), and the row's last block combines the row's partials into `out` with

@@ -552,10 +552,9 @@ small_sum_kernel(const typename R::In* x, VecSplit s, Sink out) {
 
 // Adds the block partials in block order (lane l: partials l, l + 32, ..., added pairwise,
 // then the lanes by shuffles), so the result does not depend on which block finished first;
-// the combine kernel and the last block of a one-kernel call run this same code, so both give
-// the same bits. kFromL2: the partials were written by other blocks of the running grid, so
-// they are read from L2 (ld.cg), never from a line this multiprocessor's L1 may hold.
-template <class R, bool kFromL2>
+// the last block of a one-kernel call (finish_by_block) adds them in the same order, so both
+// give the same bits.
+template <class R>
 __device__ __forceinline__ typename R::Acc combine_partials(const typename R::Acc* partials, int n) {
   using Op = typename R::Op;
   using Acc = typename R::Acc;
@@ -565,8 +564,7 @@ __device__ __forceinline__ typename R::Acc combine_partials(const typename R::Ac
 #pragma unroll
     for (int k = 0; k < kCombineLoads; ++k) {
       const int i = first + 32 * k;
-      if constexpr (kFromL2) r[k] = i < n ? load_cg(partials + i) : Op::identity();
-      else r[k] = i < n ? partials[i] : Op::identity();
+      r[k] = i < n ? partials[i] : Op::identity();
     }
     pairwise_in_place<kCombineLoads, Op>(r);
     v = Op::combine(v, r[0]);
@@ -574,71 +572,93 @@ __device__ __forceinline__ typename R::Acc combine_partials(const typename R::Ac
   return warp_reduce<Op>(v);
 }
 
-// The last block's combine in a one-kernel call, by its first warp.
-template <class R>
-__device__ __forceinline__ void finish_body(const typename R::Acc* partials, int n, Sink out) {
-  __threadfence();  // every block's partial, seen through its ticket, is read after it
-  const auto v = combine_partials<R, true>(partials, n);
-  if (threadIdx.x == 0) store_acc<typename R::Op>(out, 0, v);
+// The last block's combine in a one-kernel call: combine_partials' arithmetic, so the same
+// bits as the combine kernel, spread over the block's warps. combine_partials' lane l adds
+// partials l + 32k (k < kCombineLoads) pairwise, k with k + 16 first; here warp w loads k = w
+// and w + 16 and adds them, and the first warp finishes the tree from shared memory. The
+// partials were written by other blocks of the running grid: read from L2 (ld.cg), never from
+// a line this multiprocessor's L1 may hold. One warp holding all kCombineLoads values took more
+// registers than the grid kernel may have: inlined, spills into the grid loop; out of line, a
+// call whose code and frame came from memory when the caches were cold (0.5-2.8 us a call
+// against this, H100, benchmarks/NOTES.md).
+template <class R, class Out>
+__device__ __forceinline__ void finish_by_block(const typename R::Acc* partials, int n, const Sink& out) {
+  using Op = typename R::Op;
+  using Acc = typename R::Acc;
+  constexpr int kWarps = kVecBlock / 32;
+  static_assert(2 * kWarps == kCombineLoads, "a warp for each pair of the tree's first level");
+  __shared__ Acc level[kWarps][32];
+  const int lane = int(threadIdx.x) % 32, warp = int(threadIdx.x) / 32;
+  auto v = Op::identity();
+  for (int base = 0; base < n; base += 32 * kCombineLoads) {  // once for up to 1024 blocks
+    const int i = base + lane + 32 * warp, j = i + 32 * kWarps;
+    const Acc lo = i < n ? load_cg(partials + i) : Op::identity();
+    const Acc hi = j < n ? load_cg(partials + j) : Op::identity();
+    level[warp][lane] = Op::combine(lo, hi);
+    __syncthreads();
+    if (warp == 0) {
+      Acc r[kWarps / 2];
+#pragma unroll
+      for (int k = 0; k < kWarps / 2; ++k) r[k] = Op::combine(level[k][lane], level[k + kWarps / 2][lane]);
+      pairwise_in_place<kWarps / 2, Op>(r);
+      if (base + lane < n) v = Op::combine(v, r[0]);  // combine_partials' lane takes this round only then
+    }
+    __syncthreads();  // level is written again
+  }
+  if (warp == 0) {
+    v = warp_reduce<Op>(v);
+    if (lane == 0) store_result<Op, Out>(out, v);
+  }
 }
 
-// Out of line for most: it holds up to kCombineLoads accumulators at once, more than the grid
-// kernel's register bound, and inlined its spills reached the grid loop (uint8, bfloat16 var);
-// here they stay in this one warp.
-template <class R>
-__device__ __noinline__ void finish_last_block(const typename R::Acc* partials, int n, Sink out) {
-  finish_body<R>(partials, n, out);
-}
-
-// Inline for sums (and means) of 8-byte accumulators from float32 or 8-byte inputs, which ptxas
-// fits in the grid kernel with at most 8 bytes of spills: with the caches cold the out-of-line
-// call (its frame in local memory) cost float64 2^16 1.5 us of 8.9 (A/B, cold, H100; the
-// two-kernel path takes 5.6, torch.compile 7.8). Inlined, int32 -> int64 sums spilled 56 bytes,
-// 1- and 2-byte inputs 76-220, and amax, prod, norms and nansum of 8-byte types 112-176: not
-// those.
-template <class R>
-inline constexpr bool kInlineFinish =
-    std::is_same_v<typename R::Op, Sum<typename R::Acc>> && sizeof(typename R::Acc) == 8 &&
-    (sizeof(typename R::In) == 8 || std::is_same_v<typename R::In, float>);
-
-// Larger inputs: each block's partial, then their combine. Two ways to a result, the same bits:
-//  - ticket null (calls captured in CUDA graphs, where a call's memory must be its own):
-//    combine_partials_kernel adds the partials, a second launch.
-//  - a ticket (eager calls): a word of the stream's own scratch that is 0 between calls; each
-//    block takes a number after its partial is visible, and the last one adds the partials,
-//    leaving the word at 0 again (atomicInc wraps it). One launch fewer: in eager code the host's
-//    cost a launch, not the kernel, sets the pace (benchmarks/NOTES.md).
-// It lets the next kernel launch only after its own wait, so that a chain of calls never has
+// Larger inputs: each block's partial, then their combine, in one of two ways to the same bits
+// (both kernels run tile_sum over the same blocks):
+//  - CUDA graphs (a call's memory must be its own): vector_partials_kernel writes the partials
+//    and combine_partials_kernel adds them, a second launch.
+//  - eager calls: vector_sum_ticket_kernel. Each block writes its partial and takes a number
+//    from a ticket word of the stream's own scratch (0 between calls; atom.inc wraps it back to
+//    0), and the last block adds the partials. One launch fewer: in eager code the host's cost
+//    a launch, not the kernel, sets the pace (benchmarks/NOTES.md). Two kernels, so that the
+//    ticket's code never moves the graph kernel's (the same ticket in one kernel for both made
+//    graph replays ~1% slower).
+// They let the next kernel launch only after their own wait, so that a chain of calls never has
 // more than one grid launched ahead (a grid that triggered first let chains of waiting grids
 // crowd the device). Four blocks a multiprocessor, so at most 32 registers: uint8 with
 // dtype=float32 took 38 (the block with the partial tile and the head and tail).
 template <class R>
 __global__ void __launch_bounds__(kVecBlock, kResidentBlocks<R>)
-vector_sum_kernel(const typename R::In* x, VecSplit s, typename R::Acc* partials, unsigned* ticket, Sink out) {
+vector_partials_kernel(const typename R::In* x, VecSplit s, typename R::Acc* partials) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   cudaGridDependencySynchronize();
   cudaTriggerProgrammaticLaunchCompletion();
 #endif
   auto v = tile_sum<R>(x, s);
   v = block_reduce<typename R::Op, kVecBlock>(v);
-  if (ticket == nullptr) {
-    if (threadIdx.x == 0) partials[blockIdx.x] = v;
-    return;
-  }
+  if (threadIdx.x == 0) partials[blockIdx.x] = v;
+}
+
+template <class R, class Out>
+__global__ void __launch_bounds__(kVecBlock, kResidentBlocks<R>)
+vector_sum_ticket_kernel(const typename R::In* x, VecSplit s, typename R::Acc* partials, unsigned* ticket,
+                         Sink out) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  cudaGridDependencySynchronize();
+  cudaTriggerProgrammaticLaunchCompletion();
+#endif
+  auto v = tile_sum<R>(x, s);
+  v = block_reduce<typename R::Op, kVecBlock>(v);
   __shared__ bool last;
   if (threadIdx.x == 0) {
     partials[blockIdx.x] = v;
-    __threadfence();  // the partial is visible before the ticket is taken
-    last = atomicInc(ticket, gridDim.x - 1) == gridDim.x - 1;
+    // Release: the partial is visible before the number is taken; acquire: the last block
+    // sees every partial whose number came before its own.
+    last = ticket_inc(ticket, gridDim.x - 1) == gridDim.x - 1;
   }
-  __syncthreads();
-  if (last && threadIdx.x < 32) {
-    if constexpr (kInlineFinish<R>) finish_body<R>(partials, int(gridDim.x), out);
-    else finish_last_block<R>(partials, int(gridDim.x), out);
-  }
+  __syncthreads();  // the first thread's acquire is the block's
+  if (last) finish_by_block<R, Out>(partials, int(gridDim.x), out);
 }
 
-// The partials of vector_sum_kernel into the result, one warp. (256 threads with a block
+// The partials of vector_partials_kernel into the result, one warp. (256 threads with a block
 // reduction, shared memory and a barrier, took longer for the same loads.) The next kernel
 // may launch once the grid kernel has finished, not before: launched while the grid ran, the
 // next call's grid took 0.2-0.65 us longer at 6-12 MiB (float32 8 MiB 3.59 against 3.00 us),
@@ -651,8 +671,16 @@ combine_partials_kernel(const typename R::Acc* partials, int n, Sink out) {
   cudaGridDependencySynchronize();  // the first kernel has finished and its writes are visible
   cudaTriggerProgrammaticLaunchCompletion();  // the next call's kernel may launch; it waits for this one
 #endif
-  const auto v = combine_partials<R, false>(partials, n);
+  const auto v = combine_partials<R>(partials, n);
   if (threadIdx.x == 0) store_result<typename R::Op, Out>(out, v);
+}
+
+// Blocks a multiprocessor of both grid kernels, the fewer: eager calls and graphs must cut the
+// input into the same blocks to give the same bits.
+template <class R>
+int vector_resident_blocks() {
+  return std::min(resident_blocks_per_sm<vector_partials_kernel<R>>(kVecBlock),
+                  resident_blocks_per_sm<vector_sum_ticket_kernel<R, void>>(kVecBlock));
 }
 
 template <class R>
@@ -664,7 +692,7 @@ cudaError_t run_vector(const ReduceArgs& a, size_t* workspace_bytes) {
       s.vectors <= kSingleBlockVectors
           ? 1
           : std::min<int64_t>(ceil_div(s.vectors, kVecTile),
-                              int64_t(a.sm_count) * resident_blocks_per_sm<vector_sum_kernel<R>>(kVecBlock));
+                              int64_t(a.sm_count) * vector_resident_blocks<R>());
   if (workspace_bytes) {
     *workspace_bytes = blocks > 1 ? size_t(blocks) * sizeof(Acc) : 0;
     return cudaSuccess;
@@ -676,7 +704,8 @@ cudaError_t run_vector(const ReduceArgs& a, size_t* workspace_bytes) {
   constexpr bool kPlain = R::Op::kPlain;
   using Narrow = NarrowOut<R>;
   const bool direct = a.project.count == 0;
-  const bool as_acc = kPlain && direct && a.types.out == dtype_of<Acc>();
+  bool as_acc = false;
+  if constexpr (kPlain) as_acc = direct && a.types.out == dtype_of<Acc>();
   bool as_narrow = false;
   if constexpr (!std::is_void_v<Narrow>) as_narrow = direct && a.types.out == dtype_of<Narrow>();
   if (blocks == 1) {
@@ -686,9 +715,15 @@ cudaError_t run_vector(const ReduceArgs& a, size_t* workspace_bytes) {
     return launch_dependent(kernel, dim3(1), dim3(kVecBlock), a, x, s, result);
   }
   auto* partials = static_cast<Acc*>(a.workspace);
-  if (cudaError_t e = launch_dependent(vector_sum_kernel<R>, dim3(unsigned(blocks)), dim3(kVecBlock), a, x, s,
-                                       partials, a.ticket, result);
-      e != cudaSuccess || a.ticket != nullptr)
+  if (a.ticket != nullptr) {
+    auto* kernel = vector_sum_ticket_kernel<R, void>;
+    if constexpr (kPlain) if (as_acc) kernel = vector_sum_ticket_kernel<R, Acc>;
+    if constexpr (!std::is_void_v<Narrow>) if (as_narrow) kernel = vector_sum_ticket_kernel<R, Narrow>;
+    return launch_dependent(kernel, dim3(unsigned(blocks)), dim3(kVecBlock), a, x, s, partials, a.ticket, result);
+  }
+  if (cudaError_t e = launch_dependent(vector_partials_kernel<R>, dim3(unsigned(blocks)), dim3(kVecBlock), a, x, s,
+                                       partials);
+      e != cudaSuccess)
     return e;
   auto* combine = combine_partials_kernel<R, void>;
   if constexpr (kPlain) if (as_acc) combine = combine_partials_kernel<R, Acc>;
