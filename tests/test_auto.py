@@ -194,6 +194,7 @@ def test_segmented_rows_eager_and_graph_give_the_same_bits(op, dtype, shape):
 # dim, and the kernel's name.
 _ONE_KERNEL_CALLS = {
     "full": ((2**22 + 5,), None, "vector_sum_ticket_kernel"),
+    "full_few_tiles": ((2**18 + 3,), None, "vector_sum_ticket_kernel"),
     "segmented_rows": ((128, 65536), -1, "row_segments_ticket_kernel"),
 }
 
@@ -202,7 +203,8 @@ _ONE_KERNEL_CALLS = {
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
 @pytest.mark.parametrize("case", list(_ONE_KERNEL_CALLS))
 def test_eager_calls_take_one_kernel(case, dtype):
-    """An eager full sum of 2^22 elements, and a sum over (128, 65536)'s rows, each launch one
+    """An eager full sum of 2^22 elements, one of 2^18 (few tiles: blocks of 128 threads where
+    the GPU has 128 multiprocessors or more), and a sum over (128, 65536)'s rows, each launch one
     kernel, the one whose last block combines the partials itself, and the result is right: the
     one-kernel path is taken, not just allowed."""
     shape, dim, name = _ONE_KERNEL_CALLS[case]

@@ -65,7 +65,8 @@ constexpr VariantDoc kDocs[] = {
      "16-byte loads from the first 128-byte boundary, the head before it and the tail one load a lane "
      "of one warp, 4 in flight per thread; 1-byte and int16 inputs counted by __dp4a / __dp2a in "
      "32-bit registers; one block for small inputs (up to 128 KiB, every load of a thread issued at "
-     "once), else as many blocks as fit at once whose partials are added in order, by the last block to finish "
+     "once), else as many blocks as fit at once (of 128 threads for sums of few tiles, 512 otherwise) whose "
+     "partials are added in order, by the last block to finish "
      "in eager calls (one launch), by a one-warp kernel in CUDA graphs; "
      "the full-reduction and short-row kernels launched with programmatic dependence (PDL), overlapping the kernel "
      "before it",

@@ -403,23 +403,24 @@ struct Ends {
 // a loop over tiles ptxas put each add right after its load, a round trip per tile; a load
 // inside `if (in range) add(load)` waited for the previous add, four round trips in a row:
 // uint8 2^20 one element off +1 us.)
-template <class R, int K, class C>
+template <class R, int K, int kThreads = kVecBlock, class C>
 __device__ __forceinline__ void add_tiles(const typename R::In* x, VecSplit s, int64_t first_tile,
                                           const Ends<R>& ends, C (&c)[kVecUnroll]) {
   using Add = VecAdd<typename R::In, typename R::Mid, typename R::Op>;
   constexpr int kLoads = K * kVecUnroll, kLast = kLoads - kVecUnroll;
-  const uint4* v = reinterpret_cast<const uint4*>(x + s.head) + first_tile * kVecTile + threadIdx.x;
+  constexpr int64_t kTile = int64_t(kThreads) * kVecUnroll;
+  const uint4* v = reinterpret_cast<const uint4*>(x + s.head) + first_tile * kTile + threadIdx.x;
   // Vectors from the first tile on, as an int: 64-bit bounds tests took two registers each,
   // held to the adds (the grid kernel went past 32 registers).
-  const int left = int(min64(s.vectors - first_tile * kVecTile, kLoads * kVecBlock));
+  const int left = int(min64(s.vectors - first_tile * kTile, kLoads * kThreads));
   uint4 r[kLoads];
   bool in_range[kVecUnroll];  // the last tile's
 #pragma unroll
-  for (int i = 0; i < kLast; ++i) r[i] = __ldg(v + i * kVecBlock);
+  for (int i = 0; i < kLast; ++i) r[i] = __ldg(v + i * kThreads);
 #pragma unroll
   for (int u = 0; u < kVecUnroll; ++u) {
-    in_range[u] = int(threadIdx.x) + (kLast + u) * kVecBlock < left;
-    r[kLast + u] = in_range[u] ? __ldg(v + (kLast + u) * kVecBlock) : uint4{};
+    in_range[u] = int(threadIdx.x) + (kLast + u) * kThreads < left;
+    r[kLast + u] = in_range[u] ? __ldg(v + (kLast + u) * kThreads) : uint4{};
   }
 #pragma unroll
   for (int i = 0; i < kLast; ++i) Add::add(c[i % kVecUnroll], r[i]);
@@ -439,11 +440,11 @@ __device__ __forceinline__ typename R::Acc widened_total(typename R::Acc acc, co
   return R::Op::combine(acc, total[0]);
 }
 
-// The vectors come in tiles of kVecTile (32 KiB). Block b reads tiles b, b + gridDim,
-// b + 2 gridDim, ...; inside a tile thread t reads vectors t, t + 512, t + 1024 and t + 1536,
-// so each load instruction of the block covers 8 KiB in one piece and each block streams
-// through memory in order.
-template <class R>
+// The vectors come in tiles of kVecUnroll loads a thread (32 KiB for blocks of 512 threads).
+// Block b reads tiles b, b + gridDim, b + 2 gridDim, ...; inside a tile thread t reads vectors
+// t, t + kThreads, t + 2 kThreads and t + 3 kThreads, so each load instruction of the block
+// covers kThreads vectors in one piece and each block streams through memory in order.
+template <class R, int kThreads = kVecBlock>
 __device__ __forceinline__ typename R::Acc tile_sum(const typename R::In* x, VecSplit s) {
   using In = typename R::In;
   using Acc = typename R::Acc;
@@ -454,12 +455,13 @@ __device__ __forceinline__ typename R::Acc tile_sum(const typename R::In* x, Vec
   typename Add::Counter c[kVecUnroll];
 #pragma unroll
   for (int u = 0; u < kVecUnroll; ++u) c[u] = Add::init();
-  const int64_t full_tiles = s.vectors / kVecTile;
+  constexpr int64_t kTile = int64_t(kThreads) * kVecUnroll;
+  const int64_t full_tiles = s.vectors / kTile;
   int since_flush = 0;
   for (int64_t tile = blockIdx.x; tile < full_tiles; tile += gridDim.x) {
     uint4 r[kVecUnroll];
 #pragma unroll
-    for (int u = 0; u < kVecUnroll; ++u) r[u] = __ldg(v + tile * kVecTile + u * kVecBlock);
+    for (int u = 0; u < kVecUnroll; ++u) r[u] = __ldg(v + tile * kTile + u * kThreads);
     if constexpr (kGroupLoads<R>) {
       c[0] = Op::combine(c[0], reduce_loads<R>(r));
     } else {
@@ -481,7 +483,7 @@ __device__ __forceinline__ typename R::Acc tile_sum(const typename R::In* x, Vec
   // the head and tail with it: in the combine kernel, on every call's critical path, they cost
   // uint8 2^22 one element off 0.15-0.2 us (ncu). Its counters hold fewer than kFlushEvery
   // vectors here, and take one more and the ends (PackedAdd allows kFlushEvery + 1).
-  if (blockIdx.x == full_tiles % gridDim.x) add_tiles<R, 1>(x, s, full_tiles, Ends<R>(x, s, threadIdx.x), c);
+  if (blockIdx.x == full_tiles % gridDim.x) add_tiles<R, 1, kThreads>(x, s, full_tiles, Ends<R>(x, s, threadIdx.x), c);
   return widened_total<R>(acc, c);
 }
 
@@ -574,33 +576,37 @@ __device__ __forceinline__ typename R::Acc combine_partials(const typename R::Ac
 
 // The last block's combine in a one-kernel call: combine_partials' arithmetic, so the same
 // bits as the combine kernel, spread over the block's warps. combine_partials' lane l adds
-// partials l + 32k (k < kCombineLoads) pairwise, k with k + 16 first; here warp w loads k = w
-// and w + 16 and adds them, and the first warp finishes the tree from shared memory. The
+// partials l + 32k (k < kCombineLoads) pairwise, k with k + 16 first; here the warps load the
+// pairs (k, k + 16), a pair each in blocks of 16 warps, and add them, and the first warp
+// finishes the tree from shared memory. The
 // partials were written by other blocks of the running grid: read from L2 (ld.cg), never from
 // a line this multiprocessor's L1 may hold. One warp holding all kCombineLoads values took more
 // registers than the grid kernel may have: inlined, spills into the grid loop; out of line, a
 // call whose code and frame came from memory when the caches were cold (0.5-2.8 us a call
 // against this, H100, benchmarks/NOTES.md).
-template <class R, class Out>
+template <class R, class Out, int kThreads>
 __device__ __forceinline__ void finish_by_block(const typename R::Acc* partials, int n, const Sink& out) {
   using Op = typename R::Op;
   using Acc = typename R::Acc;
-  constexpr int kWarps = kVecBlock / 32;
-  static_assert(2 * kWarps == kCombineLoads, "a warp for each pair of the tree's first level");
-  __shared__ Acc level[kWarps][32];
+  constexpr int kWarps = kThreads / 32, kPairs = kCombineLoads / 2;
+  static_assert(kPairs % kWarps == 0, "the tree's first-level pairs shared evenly by the warps");
+  __shared__ Acc level[kPairs][32];
   const int lane = int(threadIdx.x) % 32, warp = int(threadIdx.x) / 32;
   auto v = Op::identity();
   for (int base = 0; base < n; base += 32 * kCombineLoads) {  // once for up to 1024 blocks
-    const int i = base + lane + 32 * warp, j = i + 32 * kWarps;
-    const Acc lo = i < n ? load_cg(partials + i) : Op::identity();
-    const Acc hi = j < n ? load_cg(partials + j) : Op::identity();
-    level[warp][lane] = Op::combine(lo, hi);
+#pragma unroll
+    for (int k = warp; k < kPairs; k += kWarps) {
+      const int i = base + lane + 32 * k, j = i + 32 * kPairs;
+      const Acc lo = i < n ? load_cg(partials + i) : Op::identity();
+      const Acc hi = j < n ? load_cg(partials + j) : Op::identity();
+      level[k][lane] = Op::combine(lo, hi);
+    }
     __syncthreads();
     if (warp == 0) {
-      Acc r[kWarps / 2];
+      Acc r[kPairs / 2];
 #pragma unroll
-      for (int k = 0; k < kWarps / 2; ++k) r[k] = Op::combine(level[k][lane], level[k + kWarps / 2][lane]);
-      pairwise_in_place<kWarps / 2, Op>(r);
+      for (int k = 0; k < kPairs / 2; ++k) r[k] = Op::combine(level[k][lane], level[k + kPairs / 2][lane]);
+      pairwise_in_place<kPairs / 2, Op>(r);
       if (base + lane < n) v = Op::combine(v, r[0]);  // combine_partials' lane takes this round only then
     }
     __syncthreads();  // level is written again
@@ -625,28 +631,28 @@ __device__ __forceinline__ void finish_by_block(const typename R::Acc* partials,
 // more than one grid launched ahead (a grid that triggered first let chains of waiting grids
 // crowd the device). Four blocks a multiprocessor, so at most 32 registers: uint8 with
 // dtype=float32 took 38 (the block with the partial tile and the head and tail).
-template <class R>
-__global__ void __launch_bounds__(kVecBlock, kResidentBlocks<R>)
+template <class R, int kThreads>
+__global__ void __launch_bounds__(kThreads, kResidentBlocks<R> * kVecBlock / kThreads)
 vector_partials_kernel(const typename R::In* x, VecSplit s, typename R::Acc* partials) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   cudaGridDependencySynchronize();
   cudaTriggerProgrammaticLaunchCompletion();
 #endif
-  auto v = tile_sum<R>(x, s);
-  v = block_reduce<typename R::Op, kVecBlock>(v);
+  auto v = tile_sum<R, kThreads>(x, s);
+  v = block_reduce<typename R::Op, kThreads>(v);
   if (threadIdx.x == 0) partials[blockIdx.x] = v;
 }
 
-template <class R, class Out>
-__global__ void __launch_bounds__(kVecBlock, kResidentBlocks<R>)
+template <class R, class Out, int kThreads>
+__global__ void __launch_bounds__(kThreads, kResidentBlocks<R> * kVecBlock / kThreads)
 vector_sum_ticket_kernel(const typename R::In* x, VecSplit s, typename R::Acc* partials, unsigned* ticket,
                          Sink out) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   cudaGridDependencySynchronize();
   cudaTriggerProgrammaticLaunchCompletion();
 #endif
-  auto v = tile_sum<R>(x, s);
-  v = block_reduce<typename R::Op, kVecBlock>(v);
+  auto v = tile_sum<R, kThreads>(x, s);
+  v = block_reduce<typename R::Op, kThreads>(v);
   __shared__ bool last;
   if (threadIdx.x == 0) {
     partials[blockIdx.x] = v;
@@ -655,7 +661,7 @@ vector_sum_ticket_kernel(const typename R::In* x, VecSplit s, typename R::Acc* p
     last = ticket_inc(ticket, gridDim.x - 1) == gridDim.x - 1;
   }
   __syncthreads();  // the first thread's acquire is the block's
-  if (last) finish_by_block<R, Out>(partials, int(gridDim.x), out);
+  if (last) finish_by_block<R, Out, kThreads>(partials, int(gridDim.x), out);
 }
 
 // The partials of vector_partials_kernel into the result, one warp. (256 threads with a block
@@ -675,12 +681,60 @@ combine_partials_kernel(const typename R::Acc* partials, int n, Sink out) {
   if (threadIdx.x == 0) store_result<typename R::Op, Out>(out, v);
 }
 
-// Blocks a multiprocessor of both grid kernels, the fewer: eager calls and graphs must cut the
-// input into the same blocks to give the same bits.
+// Sums and means of few tiles take blocks of 128 threads, a quarter of a tile each, while those
+// fit one a multiprocessor: the same loads, and the conversions and adds, spread over four times
+// the multiprocessors. Graph replays (H100, caches warm): bfloat16 2^18 2.58 -> 2.10 us, float32
+// 2^17 2.61 -> 2.11, float32 with dtype=float64 2^16 2.87 -> 2.46, the cold times level. With
+// two quarter blocks a multiprocessor (64 tiles) warm calls still gained 0.1-0.3 us but cold ones
+// lost 0.2-0.3, and with four (128 tiles) both lost (benchmarks/NOTES.md).
 template <class R>
-int vector_resident_blocks() {
-  return std::min(resident_blocks_per_sm<vector_partials_kernel<R>>(kVecBlock),
-                  resident_blocks_per_sm<vector_sum_ticket_kernel<R, void>>(kVecBlock));
+inline constexpr bool kQuarterBlocks = std::is_same_v<typename R::Op, Sum<typename R::Acc>>;
+inline constexpr int kQuarterBlock = kVecBlock / 4;
+
+// The grid of a full reduction past one block: blocks of `threads` threads, as many as the tiles
+// or as fit on the GPU at once. Blocks a multiprocessor of both grid kernels, the fewer: eager
+// calls and graphs must cut the input into the same blocks to give the same bits.
+struct VecGrid {
+  int64_t blocks;
+  int threads;
+};
+
+template <class R>
+VecGrid vector_grid(const VecSplit& s, int sm_count) {
+  if (s.vectors <= kSingleBlockVectors) return {1, kVecBlock};
+  const int64_t tiles = ceil_div(s.vectors, kVecTile);
+  if constexpr (kQuarterBlocks<R>) {
+    if (4 * tiles <= sm_count) {
+      const int resident = std::min(resident_blocks_per_sm<vector_partials_kernel<R, kQuarterBlock>>(kQuarterBlock),
+                                    resident_blocks_per_sm<vector_sum_ticket_kernel<R, void, kQuarterBlock>>(
+                                        kQuarterBlock));
+      return {std::min<int64_t>(ceil_div(s.vectors, int64_t(kQuarterBlock) * kVecUnroll),
+                                int64_t(sm_count) * resident),
+              kQuarterBlock};
+    }
+  }
+  const int resident = std::min(resident_blocks_per_sm<vector_partials_kernel<R, kVecBlock>>(kVecBlock),
+                                resident_blocks_per_sm<vector_sum_ticket_kernel<R, void, kVecBlock>>(kVecBlock));
+  return {std::min<int64_t>(tiles, int64_t(sm_count) * resident), kVecBlock};
+}
+
+// The grid kernel of a call past one block, eager (ticket) or in a graph.
+template <class R, int kThreads, class Out>
+cudaError_t launch_grid_of(const ReduceArgs& a, const typename R::In* x, VecSplit s, int64_t blocks,
+                        typename R::Acc* partials, const Sink& result) {
+  if (a.ticket != nullptr)
+    return launch_dependent(vector_sum_ticket_kernel<R, Out, kThreads>, dim3(unsigned(blocks)), dim3(kThreads), a, x,
+                            s, partials, a.ticket, result);
+  return launch_dependent(vector_partials_kernel<R, kThreads>, dim3(unsigned(blocks)), dim3(kThreads), a, x, s,
+                          partials);
+}
+
+template <class R, class Out>
+cudaError_t launch_grid(const ReduceArgs& a, const typename R::In* x, VecSplit s, VecGrid g,
+                        typename R::Acc* partials, const Sink& result) {
+  if constexpr (kQuarterBlocks<R>)
+    if (g.threads == kQuarterBlock) return launch_grid_of<R, kQuarterBlock, Out>(a, x, s, g.blocks, partials, result);
+  return launch_grid_of<R, kVecBlock, Out>(a, x, s, g.blocks, partials, result);
 }
 
 template <class R>
@@ -688,11 +742,8 @@ cudaError_t run_vector(const ReduceArgs& a, size_t* workspace_bytes) {
   using In = typename R::In;
   using Acc = typename R::Acc;
   const VecSplit s = split_full<In>(a.in, a.n);
-  const int64_t blocks =
-      s.vectors <= kSingleBlockVectors
-          ? 1
-          : std::min<int64_t>(ceil_div(s.vectors, kVecTile),
-                              int64_t(a.sm_count) * vector_resident_blocks<R>());
+  const VecGrid grid = vector_grid<R>(s, a.sm_count);
+  const int64_t blocks = grid.blocks;
   if (workspace_bytes) {
     *workspace_bytes = blocks > 1 ? size_t(blocks) * sizeof(Acc) : 0;
     return cudaSuccess;
@@ -715,16 +766,10 @@ cudaError_t run_vector(const ReduceArgs& a, size_t* workspace_bytes) {
     return launch_dependent(kernel, dim3(1), dim3(kVecBlock), a, x, s, result);
   }
   auto* partials = static_cast<Acc*>(a.workspace);
-  if (a.ticket != nullptr) {
-    auto* kernel = vector_sum_ticket_kernel<R, void>;
-    if constexpr (kPlain) if (as_acc) kernel = vector_sum_ticket_kernel<R, Acc>;
-    if constexpr (!std::is_void_v<Narrow>) if (as_narrow) kernel = vector_sum_ticket_kernel<R, Narrow>;
-    return launch_dependent(kernel, dim3(unsigned(blocks)), dim3(kVecBlock), a, x, s, partials, a.ticket, result);
-  }
-  if (cudaError_t e = launch_dependent(vector_partials_kernel<R>, dim3(unsigned(blocks)), dim3(kVecBlock), a, x, s,
-                                       partials);
-      e != cudaSuccess)
-    return e;
+  auto* launch = launch_grid<R, void>;
+  if constexpr (kPlain) if (as_acc) launch = launch_grid<R, Acc>;
+  if constexpr (!std::is_void_v<Narrow>) if (as_narrow) launch = launch_grid<R, Narrow>;
+  if (cudaError_t e = launch(a, x, s, grid, partials, result); e != cudaSuccess || a.ticket != nullptr) return e;
   auto* combine = combine_partials_kernel<R, void>;
   if constexpr (kPlain) if (as_acc) combine = combine_partials_kernel<R, Acc>;
   if constexpr (!std::is_void_v<Narrow>) if (as_narrow) combine = combine_partials_kernel<R, Narrow>;
