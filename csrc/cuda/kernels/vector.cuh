@@ -540,12 +540,18 @@ small_sum_kernel(const typename R::In* x, VecSplit s, Sink out) {
 #endif
   const Ends<R> ends(x, s, threadIdx.x);
   typename R::Acc v;
-  switch ((s.vectors + kVecTile - 1) / kVecTile) {  // tiles
-    case 0:
-    case 1: v = small_tiles<R, 1>(x, s, ends); break;
-    case 2: v = small_tiles<R, 2>(x, s, ends); break;
-    case 3: v = small_tiles<R, 3>(x, s, ends); break;
-    default: v = small_tiles<R, 4>(x, s, ends); break;
+  const int64_t tiles = (s.vectors + kVecTile - 1) / kVecTile;
+  // One tile (up to 32 KiB) is the likely case, laid out straight from the entry to the store:
+  // with the caches cold every jump ahead to code not yet run is an instruction fetch from
+  // memory, and a switch put the one-tile code and the common tail far from the entry.
+  if (__builtin_expect(tiles <= 1, 1)) {
+    v = small_tiles<R, 1>(x, s, ends);
+  } else {
+    switch (tiles) {
+      case 2: v = small_tiles<R, 2>(x, s, ends); break;
+      case 3: v = small_tiles<R, 3>(x, s, ends); break;
+      default: v = small_tiles<R, 4>(x, s, ends); break;
+    }
   }
   static_assert(kSingleBlockTiles == 4, "a case for each tile count");
   v = block_reduce<typename R::Op, kVecBlock>(v);
