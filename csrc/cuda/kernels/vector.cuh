@@ -583,13 +583,12 @@ __device__ __forceinline__ typename R::Acc combine_partials(const typename R::Ac
 // The last block's combine in a one-kernel call: combine_partials' arithmetic, so the same
 // bits as the combine kernel, spread over the block's warps. combine_partials' lane l adds
 // partials l + 32k (k < kCombineLoads) pairwise, k with k + 16 first; here the warps load the
-// pairs (k, k + 16), a pair each in blocks of 16 warps, and add them, and the first warp
-// finishes the tree from shared memory. The
-// partials were written by other blocks of the running grid: read from L2 (ld.cg), never from
-// a line this multiprocessor's L1 may hold. One warp holding all kCombineLoads values took more
-// registers than the grid kernel may have: inlined, spills into the grid loop; out of line, a
-// call whose code and frame came from memory when the caches were cold (0.5-2.8 us a call
-// against this, H100, benchmarks/NOTES.md).
+// pairs (k, k + 16) (one pair a warp in blocks of 16 warps) and add them, and the first warp
+// finishes the tree from shared memory. The partials were written by other blocks of the
+// running grid: read from L2 (ld.cg), never from a line this multiprocessor's L1 may hold. One
+// warp holding all kCombineLoads values took more registers than the grid kernel may have:
+// inlined, spills into the grid loop; out of line, a call whose code and frame came from memory
+// when the caches were cold (0.5-2.8 us a call against this, H100, benchmarks/NOTES.md).
 template <class R, class Out, int kThreads>
 __device__ __forceinline__ void finish_by_block(const typename R::Acc* partials, int n, const Sink& out) {
   using Op = typename R::Op;
@@ -727,7 +726,7 @@ VecGrid vector_grid(const VecSplit& s, int sm_count) {
 // The grid kernel of a call past one block, eager (ticket) or in a graph.
 template <class R, int kThreads, class Out>
 cudaError_t launch_grid_of(const ReduceArgs& a, const typename R::In* x, VecSplit s, int64_t blocks,
-                        typename R::Acc* partials, const Sink& result) {
+                           typename R::Acc* partials, const Sink& result) {
   if (a.ticket != nullptr)
     return launch_dependent(vector_sum_ticket_kernel<R, Out, kThreads>, dim3(unsigned(blocks)), dim3(kThreads), a, x,
                             s, partials, a.ticket, result);
