@@ -632,19 +632,24 @@ __device__ __forceinline__ void finish_by_block(const typename R::Acc* partials,
 //    a launch, not the kernel, sets the pace (benchmarks/NOTES.md). Two kernels, so that the
 //    ticket's code never moves the graph kernel's (the same ticket in one kernel for both made
 //    graph replays ~1% slower).
-// They let the next kernel launch only after their own wait, so that a chain of calls never has
-// more than one grid launched ahead (a grid that triggered first let chains of waiting grids
-// crowd the device). Four blocks a multiprocessor, so at most 32 registers: uint8 with
-// dtype=float32 took 38 (the block with the partial tile and the head and tail).
+// Both start with block_partial, which lets the next kernel launch only after its own wait, so
+// that a chain of calls never has more than one grid launched ahead (a grid that triggered first
+// let chains of waiting grids crowd the device). Four blocks a multiprocessor, so at most 32
+// registers: uint8 with dtype=float32 took 38 (the block with the partial tile and the head and
+// tail).
 template <class R, int kThreads>
-__global__ void __launch_bounds__(kThreads, kResidentBlocks<R> * kVecBlock / kThreads)
-vector_partials_kernel(const typename R::In* x, VecSplit s, typename R::Acc* partials) {
+__device__ __forceinline__ typename R::Acc block_partial(const typename R::In* x, VecSplit s) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   cudaGridDependencySynchronize();
   cudaTriggerProgrammaticLaunchCompletion();
 #endif
-  auto v = tile_sum<R, kThreads>(x, s);
-  v = block_reduce<typename R::Op, kThreads>(v);
+  return block_reduce<typename R::Op, kThreads>(tile_sum<R, kThreads>(x, s));
+}
+
+template <class R, int kThreads>
+__global__ void __launch_bounds__(kThreads, kResidentBlocks<R> * kVecBlock / kThreads)
+vector_partials_kernel(const typename R::In* x, VecSplit s, typename R::Acc* partials) {
+  const auto v = block_partial<R, kThreads>(x, s);
   if (threadIdx.x == 0) partials[blockIdx.x] = v;
 }
 
@@ -652,12 +657,7 @@ template <class R, class Out, int kThreads>
 __global__ void __launch_bounds__(kThreads, kResidentBlocks<R> * kVecBlock / kThreads)
 vector_sum_ticket_kernel(const typename R::In* x, VecSplit s, typename R::Acc* partials, unsigned* ticket,
                          Sink out) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  cudaGridDependencySynchronize();
-  cudaTriggerProgrammaticLaunchCompletion();
-#endif
-  auto v = tile_sum<R, kThreads>(x, s);
-  v = block_reduce<typename R::Op, kThreads>(v);
+  const auto v = block_partial<R, kThreads>(x, s);
   __shared__ bool last;
   if (threadIdx.x == 0) {
     partials[blockIdx.x] = v;
