@@ -9,10 +9,10 @@
 //    each row's segments;
 //  - columns (inner > 1): threads own adjacent outputs (16 bytes of them when the inner run
 //    is contiguous and aligned; 8 bytes for 2-byte types with few outputs) and walk the
-//    reduced dim; when the outputs alone do not fill the device, up to 32 threads share a
-//    column in a block, then the reduced dim is split across blocks too, and a second kernel
-//    combines the splits. Each thread's outputs are stored as one run (16-byte stores where
-//    aligned).
+//    reduced dim; when the outputs alone do not fill the device (or a row has fewer outputs
+//    than a block has threads across), up to 32 threads share a column in a block, then the
+//    reduced dim is split across blocks too, and a second kernel combines the splits. Each
+//    thread's outputs are stored as one run (16-byte stores where aligned).
 // Every output is combined in an order fixed by the shape and the device, never by timing:
 // results are the same bits on every call.
 #pragma once
@@ -614,6 +614,10 @@ inline ColumnsShape columns_shape(const Layout3& l, int64_t V, int threads, int 
     if (blocks_for(16) >= wanted) Y = 16;
     else if (blocks_for(kColumnsMaxY) >= wanted) Y = kColumnsMaxY;
   }
+  // No thread across without an output: while half the threads across cover a row's outputs,
+  // twice the threads go down (the blocks stay as many). (65536, 128) bfloat16 over dim 0 had 16
+  // vectors of outputs and 32 threads across: half of every block idle.
+  while (Y < kColumnsMaxY && int64_t(threads / Y / 2) * V >= l.inner) Y *= 2;
   ColumnsShape c{};
   c.Y = Y;
   c.X = threads / Y;
@@ -638,7 +642,7 @@ cudaError_t run_columns(const ReduceArgs& a, const Sink& result, const ColumnsSh
     return cudaSuccess;
   }
   // Whole vectors; then (V > 1 only) the last outputs of each row, fewer than V, are another
-  // launch, one block per outer index and split.
+  // launch, a block or two per outer index and split.
   const int64_t whole = c.whole;
   const int64_t xblocks = l.outer * c.column_blocks;
   if (xblocks > kMaxGridX) return cudaErrorInvalidConfiguration;
@@ -651,8 +655,11 @@ cudaError_t run_columns(const ReduceArgs& a, const Sink& result, const ColumnsSh
     if (cudaError_t e = last_launch_error(); e != cudaSuccess) return e;
   }
   if (whole < l.inner) {
-    columns_kernel<R, 1, 4><<<dim3{unsigned(l.outer), unsigned(c.splits)}, block, 0, a.stream>>>(
-        x, l, 1u, whole, l.inner, c.per_split, sink);
+    // Up to V - 1 outputs, which may be more than X threads (1-byte inputs: 15, X down to 8).
+    const int64_t tail_blocks = ceil_div(l.inner - whole, c.X);
+    if (l.outer * tail_blocks > kMaxGridX) return cudaErrorInvalidConfiguration;
+    columns_kernel<R, 1, 4><<<dim3{unsigned(l.outer * tail_blocks), unsigned(c.splits)}, block, 0, a.stream>>>(
+        x, l, unsigned(tail_blocks), whole, l.inner, c.per_split, sink);
     if (cudaError_t e = last_launch_error(); e != cudaSuccess) return e;
   }
   if (c.splits == 1) return cudaSuccess;
