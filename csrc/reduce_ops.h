@@ -84,6 +84,14 @@ struct ExtremumOp : ScalarOp<A> {
           : (kMax ? std::numeric_limits<A>::lowest() : std::numeric_limits<A>::max());
   TREDUCE_HOST_DEVICE static A identity() { return kIdentity; }
   TREDUCE_HOST_DEVICE static A combine(A a, A b) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    if constexpr (std::is_same_v<A, float>) {  // one instruction where the device has it
+      float r;
+      if constexpr (kMax) asm("max.NaN.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
+      else asm("min.NaN.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
+      return r;
+    }
+#endif
     bool keep_a = kMax ? a > b : a < b;
     if constexpr (std::is_floating_point_v<A>) keep_a = keep_a || a != a;
     return keep_a ? a : b;
@@ -155,17 +163,7 @@ struct ArgExtremumOp {
     return beats(v, a.value) || a.index == kNone ? acc_t{v, i} : a;
   }
   // The extremum of x and y, NaN propagating: one instruction on devices that have it.
-  TREDUCE_HOST_DEVICE static A pick(A x, A y) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    if constexpr (std::is_same_v<A, float>) {
-      float r;
-      if constexpr (kMax) asm("max.NaN.f32 %0, %1, %2;" : "=f"(r) : "f"(x), "f"(y));
-      else asm("min.NaN.f32 %0, %1, %2;" : "=f"(r) : "f"(x), "f"(y));
-      return r;
-    }
-#endif
-    return beats(y, x) ? y : x;
-  }
+  TREDUCE_HOST_DEVICE static A pick(A x, A y) { return ExtremumOp<A, kMax>::combine(x, y); }
   // N elements at positions i, i + 1, ...: the same as N reduce_at, from their extremum (N - 1
   // picks) and one test against a; only when that wins (rare once a has seen a few vectors of
   // data) the first element equal to it (or NaN) is looked for. Rows of bfloat16 were bound by
