@@ -531,7 +531,11 @@ using NarrowOut = std::conditional_t<R::Op::kPlain && std::is_same_v<typename R:
 // code (its predicated-off loads and adds cost ~0.2 us at 2^14).
 // (`1` below: told nothing about occupancy, ptxas keeps few registers by putting each add
 // right after its load; one block a launch may use up to 128 a thread.)
-template <class R, class Out>
+// One tile (up to 32 KiB) is a kernel of its own (kOneTile), its code straight from the entry
+// to the store: with the caches cold, a jump ahead to code not run yet is an instruction fetch
+// from memory, and in one kernel for every tile count ptxas put the one-tile code after the
+// others, ~4.6 KiB past the entry (whatever the branch hint).
+template <class R, class Out, bool kOneTile>
 __global__ void __launch_bounds__(kVecBlock, 1)
 small_sum_kernel(const typename R::In* x, VecSplit s, Sink out) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
@@ -540,14 +544,10 @@ small_sum_kernel(const typename R::In* x, VecSplit s, Sink out) {
 #endif
   const Ends<R> ends(x, s, threadIdx.x);
   typename R::Acc v;
-  const int64_t tiles = (s.vectors + kVecTile - 1) / kVecTile;
-  // One tile (up to 32 KiB) is the likely case, laid out straight from the entry to the store:
-  // with the caches cold every jump ahead to code not yet run is an instruction fetch from
-  // memory, and a switch put the one-tile code and the common tail far from the entry.
-  if (__builtin_expect(tiles <= 1, 1)) {
+  if constexpr (kOneTile) {
     v = small_tiles<R, 1>(x, s, ends);
   } else {
-    switch (tiles) {
+    switch ((s.vectors + kVecTile - 1) / kVecTile) {
       case 2: v = small_tiles<R, 2>(x, s, ends); break;
       case 3: v = small_tiles<R, 3>(x, s, ends); break;
       default: v = small_tiles<R, 4>(x, s, ends); break;
@@ -765,9 +765,14 @@ cudaError_t run_vector(const ReduceArgs& a, size_t* workspace_bytes) {
   bool as_narrow = false;
   if constexpr (!std::is_void_v<Narrow>) as_narrow = direct && a.types.out == dtype_of<Narrow>();
   if (blocks == 1) {
-    auto* kernel = small_sum_kernel<R, void>;
-    if constexpr (kPlain) if (as_acc) kernel = small_sum_kernel<R, Acc>;
-    if constexpr (!std::is_void_v<Narrow>) if (as_narrow) kernel = small_sum_kernel<R, Narrow>;
+    const auto pick = [&](auto one_tile) {
+      constexpr bool k1 = decltype(one_tile)::value;
+      auto* kernel = small_sum_kernel<R, void, k1>;
+      if constexpr (kPlain) if (as_acc) kernel = small_sum_kernel<R, Acc, k1>;
+      if constexpr (!std::is_void_v<Narrow>) if (as_narrow) kernel = small_sum_kernel<R, Narrow, k1>;
+      return kernel;
+    };
+    auto* kernel = s.vectors <= kVecTile ? pick(std::true_type{}) : pick(std::false_type{});
     return launch_dependent(kernel, dim3(1), dim3(kVecBlock), a, x, s, result);
   }
   auto* partials = static_cast<Acc*>(a.workspace);
