@@ -532,9 +532,10 @@ using NarrowOut = std::conditional_t<R::Op::kPlain && std::is_same_v<typename R:
 // (`1` below: told nothing about occupancy, ptxas keeps few registers by putting each add
 // right after its load; one block a launch may use up to 128 a thread.)
 // One tile (up to 32 KiB) is a kernel of its own (kOneTile), its code straight from the entry
-// to the store: with the caches cold, a jump ahead to code not run yet is an instruction fetch
-// from memory, and in one kernel for every tile count ptxas put the one-tile code after the
-// others, ~4.6 KiB past the entry (whatever the branch hint).
+// to the store: in one kernel for every tile count ptxas put the one-tile code after the others,
+// ~4.6 KiB past the entry, whatever the branch hint. CUDA-graph replays of one-tile sums took
+// 0.01-0.07 us less; calls with the caches cold, where a jump to code not run yet fetches it from
+// memory, took the same time (benchmarks/NOTES.md).
 template <class R, class Out, bool kOneTile>
 __global__ void __launch_bounds__(kVecBlock, 1)
 small_sum_kernel(const typename R::In* x, VecSplit s, Sink out) {
