@@ -365,3 +365,24 @@ def test_bool_count_past_2_32():
     x[::1000] = False
     got = torch.ops.treduce.sum(x, "auto")
     assert got.item() == n - len(range(0, n, 1000))
+
+
+@cuda_only
+@pytest.mark.parametrize("view", ["whole", "one_in"])
+@pytest.mark.parametrize("cols", [4096, 8196], ids=str)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16, torch.int32], ids=str)
+def test_many_long_rows(dtype, cols, view):
+    """Many rows of two or more vectors a thread take a block each; rows of whole aligned vectors
+    (float32 and int32 here; 2-byte types at 8196 columns are not) skip the head and tail, the
+    others (and a view one element in) do not. Small integers: the sums are exact (16-bit floats
+    summed to float32, which holds them)."""
+    gen, seed = fresh_generator("cuda")
+    one_in = view == "one_in"
+    x = torch.randint(-8, 9, (600, cols + one_in), device="cuda", generator=gen).to(dtype)[:, int(one_in):]
+    want = torch.sum(x.double(), -1)
+    wide = {"dtype": torch.float32} if dtype in (torch.bfloat16, torch.float16) else {}
+    assert torch.equal(torch_reduce.sum(x, -1, **wide).double(), want), f"seed {seed}"
+    assert torch.equal(torch_reduce.amax(x, -1).double(), torch.amax(x.double(), -1)), f"seed {seed}"
+    if dtype.is_floating_point:  # the mean rounded to the input's dtype
+        rtol = 1e-6 if dtype == torch.float32 else 2.0**-7
+        assert torch.allclose(torch_reduce.mean(x, -1).double(), want / cols, rtol=rtol, atol=1e-6), f"seed {seed}"

@@ -92,6 +92,40 @@ __device__ __forceinline__ void vector_into(typename R::Acc& acc, const uint4& v
 // variable each load needed its own 64-bit address, and ptxas, keeping the registers down,
 // used each vector before loading the next: one or two loads in flight, not four.)
 // kGroup: the four loads reduced together first (kGroupLoads), where registers allow it.
+// Member t of a team of T combines vectors t, t + T, ... of v[0, vectors) into acc (v[0] at
+// position `first`), four loads issued before any is used.
+template <class R, int T, bool kGroup>
+__device__ __forceinline__ void vectors_into(typename R::Acc& acc, const uint4* v, int64_t vectors, int64_t first,
+                                             int t) {
+  using Op = typename R::Op;
+  constexpr int64_t kPer = 16 / int64_t(sizeof(typename R::In));
+  int64_t k = t;
+#pragma unroll 1  // one group of four loads at a time: unrolling further only adds registers
+  for (; k + 3 * T < vectors; k += 4 * T) {
+    uint4 r[4];
+#pragma unroll
+    for (int u = 0; u < 4; ++u) r[u] = __ldg(v + k + u * T);
+    if constexpr (kGroup) {
+      acc = Op::combine(acc, reduce_loads<R>(r));
+    } else {
+#pragma unroll
+      for (int u = 0; u < 4; ++u) vector_into<R>(acc, r[u], first + (k + u * T) * kPer);
+    }
+  }
+  if (k < vectors) {  // fewer than four left: loaded together too, not one round trip each
+    uint4 r[4];
+    bool in_range[4];
+#pragma unroll
+    for (int u = 0; u < 4; ++u) {
+      in_range[u] = k + u * T < vectors;
+      r[u] = in_range[u] ? __ldg(v + k + u * T) : uint4{};
+    }
+#pragma unroll
+    for (int u = 0; u < 4; ++u)
+      if (in_range[u]) vector_into<R>(acc, r[u], first + (k + u * T) * kPer);
+  }
+}
+
 template <class R, int T, bool kGroup = false>
 __device__ __forceinline__ typename R::Acc row_part(const typename R::In* row, int64_t begin,
                                                     int64_t end, int64_t stride, int t) {
@@ -103,33 +137,8 @@ __device__ __forceinline__ typename R::Acc row_part(const typename R::In* row, i
     const VecSplit s = split_at_vectors<In>(row + begin, end - begin);
     const In* p = row + begin;
     for (int64_t k = t; k < s.head; k += T) element_into<R>(acc, p[k], begin + k);
-    const uint4* v = reinterpret_cast<const uint4*>(p + s.head);
-    const int64_t first = begin + s.head;  // the position of v[0]
-    int64_t k = t;
-#pragma unroll 1  // one group of four loads at a time: unrolling further only adds registers
-    for (; k + 3 * T < s.vectors; k += 4 * T) {
-      uint4 r[4];
-#pragma unroll
-      for (int u = 0; u < 4; ++u) r[u] = __ldg(v + k + u * T);
-      if constexpr (kGroup) {
-        acc = Op::combine(acc, reduce_loads<R>(r));
-      } else {
-#pragma unroll
-        for (int u = 0; u < 4; ++u) vector_into<R>(acc, r[u], first + (k + u * T) * kPer);
-      }
-    }
-    if (k < s.vectors) {  // fewer than four left: loaded together too, not one round trip each
-      uint4 r[4];
-      bool in_range[4];
-#pragma unroll
-      for (int u = 0; u < 4; ++u) {
-        in_range[u] = k + u * T < s.vectors;
-        r[u] = in_range[u] ? __ldg(v + k + u * T) : uint4{};
-      }
-#pragma unroll
-      for (int u = 0; u < 4; ++u)
-        if (in_range[u]) vector_into<R>(acc, r[u], first + (k + u * T) * kPer);
-    }
+    const int64_t first = begin + s.head;  // the position of the first vector
+    vectors_into<R, T, kGroup>(acc, reinterpret_cast<const uint4*>(p + s.head), s.vectors, first, t);
     const In* tail = p + s.head + s.vectors * kPer;
     for (int64_t j = t; j < s.tail; j += T) element_into<R>(acc, tail[j], first + s.vectors * kPer + j);
   } else {
@@ -264,9 +273,19 @@ __device__ __forceinline__ typename R::Acc segment_part(const typename R::In* x,
 
 // Long rows: block b reduces segment b % segments of row b / segments. With one segment it
 // writes the result, else the block's partial at index b, which row_partials_kernel combines.
+// `whole`: one segment a row, every row whole aligned 16-byte vectors (run_rows checked): the
+// block issues its loads first, with no division of the block index and no head or tail.
 template <class R>
 __global__ void __launch_bounds__(kSegmentBlock)
-row_segments_kernel(const typename R::In* x, Layout3 l, int64_t per_segment, int segments, Sink out) {
+row_segments_kernel(const typename R::In* x, Layout3 l, int64_t per_segment, int segments, bool whole, Sink out) {
+  if (whole) {
+    auto acc = R::Op::identity();
+    vectors_into<R, kSegmentBlock, kGroupLoads<R>>(acc, reinterpret_cast<const uint4*>(x + int64_t(blockIdx.x) * l.in_outer),
+                                                   l.reduced / (16 / int64_t(sizeof(typename R::In))), 0, threadIdx.x);
+    acc = block_reduce<typename R::Op, kSegmentBlock>(acc);
+    if (threadIdx.x == 0) store_acc<typename R::Op>(out, int64_t(blockIdx.x) * l.out_outer, acc);
+    return;
+  }
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   // With a combine kernel after it, launched with programmatic dependence as the full sums'
   // grid kernel: it waits for the kernel before it, then lets the combine launch (CUDA-graph
@@ -567,7 +586,9 @@ cudaError_t run_rows(const ReduceArgs& a, const Sink& result, size_t* workspace_
         return cudaSuccess;
       }
       if (l.outer > kMaxGridX) return cudaErrorInvalidConfiguration;
-      row_segments_kernel<R><<<unsigned(l.outer), kSegmentBlock, 0, a.stream>>>(x, l, l.reduced, 1, result);
+      const bool whole = reinterpret_cast<uintptr_t>(x) % 16 == 0 && (l.in_outer * int64_t(sizeof(In))) % 16 == 0 &&
+                         l.reduced % per_load == 0;
+      row_segments_kernel<R><<<unsigned(l.outer), kSegmentBlock, 0, a.stream>>>(x, l, l.reduced, 1, whole, result);
       return last_launch_error();
     }
   }
@@ -608,7 +629,7 @@ cudaError_t run_rows(const ReduceArgs& a, const Sink& result, size_t* workspace_
   }
   if (l.outer * segments > kMaxGridX) return cudaErrorInvalidConfiguration;
   if (segments == 1) {
-    row_segments_kernel<R><<<unsigned(l.outer), kSegmentBlock, 0, a.stream>>>(x, l, per_segment, 1, result);
+    row_segments_kernel<R><<<unsigned(l.outer), kSegmentBlock, 0, a.stream>>>(x, l, per_segment, 1, false, result);
     return last_launch_error();
   }
   auto* partials = static_cast<Acc*>(a.workspace);
@@ -622,7 +643,7 @@ cudaError_t run_rows(const ReduceArgs& a, const Sink& result, size_t* workspace_
     return last_launch_error();
   }
   if (cudaError_t e = launch_dependent(row_segments_kernel<R>, dim3(grid), dim3(kSegmentBlock), a, x, l,
-                                      per_segment, int(segments), Sink::partials(partials));
+                                      per_segment, int(segments), false, Sink::partials(partials));
       e != cudaSuccess)
     return e;
   return launch_dependent(row_partials_kernel<R>, dim3(unsigned(ceil_div(l.outer, kRowsBlock / 32))),
