@@ -85,15 +85,12 @@ __device__ __forceinline__ void vector_into(typename R::Acc& acc, const uint4& v
   }
 }
 
-// Member t of a team of T combines its share of elements [begin, end) of a row. With stride
-// 1: the row's whole 16-byte vectors t, t + T, ..., four loads issued before any is used, and
-// the few elements before the first and after the last vector. Otherwise elements t, t + T, ...
-// T is a constant: the four loads are then one address plus fixed offsets. (With T a
-// variable each load needed its own 64-bit address, and ptxas, keeping the registers down,
-// used each vector before loading the next: one or two loads in flight, not four.)
-// kGroup: the four loads reduced together first (kGroupLoads), where registers allow it.
 // Member t of a team of T combines vectors t, t + T, ... of v[0, vectors) into acc (v[0] at
-// position `first`), four loads issued before any is used.
+// position `first`), four loads issued before any is used. T is a constant: the four loads are
+// then one address plus fixed offsets. (With T a variable each load needed its own 64-bit
+// address, and ptxas, keeping the registers down, used each vector before loading the next: one
+// or two loads in flight, not four.) kGroup: the four loads reduced together first
+// (kGroupLoads), where registers allow it.
 template <class R, int T, bool kGroup>
 __device__ __forceinline__ void vectors_into(typename R::Acc& acc, const uint4* v, int64_t vectors, int64_t first,
                                              int t) {
@@ -126,6 +123,9 @@ __device__ __forceinline__ void vectors_into(typename R::Acc& acc, const uint4* 
   }
 }
 
+// Member t of a team of T combines its share of elements [begin, end) of a row. With stride
+// 1: the row's whole 16-byte vectors (vectors_into) and the few elements before the first and
+// after the last vector. Otherwise elements t, t + T, ..., four loads at a time too.
 template <class R, int T, bool kGroup = false>
 __device__ __forceinline__ typename R::Acc row_part(const typename R::In* row, int64_t begin,
                                                     int64_t end, int64_t stride, int t) {
