@@ -7,6 +7,7 @@
 #include <torch/library.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <memory>
 #include <type_traits>
@@ -116,19 +117,48 @@ Acc pairwise_combine(const Acc* x, int64_t n, int64_t stride = 1) {
 // so the result is the same bits whatever the number of threads.
 constexpr int64_t kChunk = int64_t(1) << 16;
 
+// A float32 sum with a float32 result, whole tensors: accumulated in double (sum_simd.h's
+// sum_f32_wide on runs; element by element otherwise), rounded to float once. Its own type, not
+// SumOp<double>: a float64 result (dtype=torch.float64) converts every element before adding.
+struct WideFloatSumOp : SumOp<double> {};
+
+// A float64 sum with a float64 result, whole tensors: hi + lo pairs (sum_simd.h's
+// sum_f64_compensated on runs), combined across chunks by two-sums, rounded once at the end.
+// Plain double partials of N(0, 1) data lost up to a few ulps where they grew (2^22 to 2^26
+// elements; the chunks' combine most); these keep them.
+struct CompensatedSumOp {
+  using value_t = double;
+  using acc_t = simd::DoubleDouble;
+  static constexpr int kOutputs = 1;
+  static acc_t identity() { return {0.0, 0.0}; }
+  static acc_t combine(acc_t a, acc_t b) {
+    const double s = a.hi + b.hi, bb = s - a.hi;
+    return {s, (a.hi - (s - bb)) + (b.hi - bb) + (a.lo + b.lo)};
+  }
+  static acc_t reduce(acc_t a, double v) { return combine(a, {v, 0.0}); }
+  // An infinite hi makes its two-sums' errors NaN: then hi alone (inf, or NaN for inf - inf).
+  static double project(acc_t v, const ProjectArgs& a) {
+    return finalize(std::isfinite(v.hi) ? v.hi + v.lo : v.hi, a.count);
+  }
+};
+
 // A contiguous run of a sum that sum_simd.h has a kernel for (the elements read as they are).
 template <class In, class Mid, class Op>
 inline constexpr bool kSimdSum =
     std::is_same_v<In, Mid> &&
-    ((std::is_same_v<Op, SumOp<float>> &&
+    ((std::is_same_v<Op, WideFloatSumOp> && std::is_same_v<In, float>) ||
+     (std::is_same_v<Op, CompensatedSumOp> && std::is_same_v<In, double>) ||
+     (std::is_same_v<Op, SumOp<float>> &&
       (std::is_same_v<In, float> || std::is_same_v<In, c10::Half> || std::is_same_v<In, c10::BFloat16>)) ||
      (std::is_same_v<Op, SumOp<double>> && std::is_same_v<In, double>) ||
      (std::is_same_v<Op, SumOp<int64_t>> && std::is_same_v<In, int64_t>));
 
-template <class In>
+template <class In, class Op>
 auto simd_sum(const In* x, int64_t n) {
   const simd::SumKernels& k = simd::sum_kernels();
-  if constexpr (std::is_same_v<In, float>) return k.f32(x, n);
+  if constexpr (std::is_same_v<Op, WideFloatSumOp>) return k.f32_wide(x, n);
+  else if constexpr (std::is_same_v<Op, CompensatedSumOp>) return k.f64_compensated(x, n);
+  else if constexpr (std::is_same_v<In, float>) return k.f32(x, n);
   else if constexpr (std::is_same_v<In, double>) return k.f64(x, n);
   else if constexpr (std::is_same_v<In, int64_t>) return k.i64(x, n);
   else if constexpr (std::is_same_v<In, c10::Half>) return k.f16(reinterpret_cast<const uint16_t*>(x), n);
@@ -151,7 +181,7 @@ A reduce_one(const A& a, V v, int64_t i) {
 template <class In, class Mid, class Op>
 typename Op::acc_t chunk_reduce(const In* x, int64_t n, int64_t stride, int64_t first = 0) {
   if constexpr (kSimdSum<In, Mid, Op>) {
-    if (stride == 1) return simd_sum(x, n);
+    if (stride == 1) return simd_sum<In, Op>(x, n);
   }
   using Acc = typename Op::acc_t;
   using L = Load<In, Mid, typename Op::value_t>;
@@ -355,7 +385,17 @@ void run_sum(Variant v, const Prepared& p) {
   switch (v) {  // serial and pairwise: a full reduction of a contiguous input (prepare_reduce)
     case Variant::Serial: return out.put<SumOp<Acc>>(0, serial_sum<In, Mid, Acc>(x, p.layout.reduced));
     case Variant::Pairwise: return out.put<SumOp<Acc>>(0, pairwise_sum<In, Mid, Acc>(x, p.layout.reduced));
-    case Variant::Auto: return reduce_auto<In, Mid, SumOp<Acc>>(x, p.layout, out);
+    case Variant::Auto:
+      // One result (a whole tensor): float32 in double, float64 compensated. Over dims the plain
+      // cascades stay: their error is torch's there (tests/test_cpu_sum.py), and short rows would
+      // pay the wider trees once an output.
+      if constexpr (std::is_same_v<In, float> && std::is_same_v<Mid, float> && std::is_same_v<Acc, float>) {
+        if (p.layout.outer == 1 && p.layout.inner == 1) return reduce_rows<In, Mid, WideFloatSumOp>(x, p.layout, out);
+      }
+      if constexpr (std::is_same_v<In, double> && std::is_same_v<Acc, double>) {
+        if (p.layout.outer == 1 && p.layout.inner == 1) return reduce_rows<In, Mid, CompensatedSumOp>(x, p.layout, out);
+      }
+      return reduce_auto<In, Mid, SumOp<Acc>>(x, p.layout, out);
     case Variant::Exact: break;  // exact_sum_cpu takes it before the dtype dispatch
   }
 }

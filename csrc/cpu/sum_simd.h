@@ -16,10 +16,17 @@ struct ExactAcc;
 
 namespace treduce::cpu::simd {
 
+// A sum kept as two doubles, hi + lo (lo: the rounding errors of hi's additions).
+struct DoubleDouble {
+  double hi, lo;
+};
+
 // One contiguous run each; 16-bit floats as their bits.
 struct SumKernels {
   float (*f32)(const float*, int64_t);
+  double (*f32_wide)(const float*, int64_t);  // a float32 result's sum, in double (sum_f32_wide)
   double (*f64)(const double*, int64_t);
+  DoubleDouble (*f64_compensated)(const double*, int64_t);  // a float64 result's sum (sum_f64_compensated)
   float (*f16)(const uint16_t*, int64_t);
   float (*bf16)(const uint16_t*, int64_t);
   int64_t (*i64)(const int64_t*, int64_t);  // wraps, as torch's int64 sum

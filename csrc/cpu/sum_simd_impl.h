@@ -12,6 +12,7 @@ using vf64 = double __attribute__((vector_size(kBytes)));
 using vu64 = uint64_t __attribute__((vector_size(kBytes)));
 using vu32 = uint32_t __attribute__((vector_size(kBytes)));
 using vu16 = uint16_t __attribute__((vector_size(kBytes / 2)));  // as many lanes as vu32
+using vf32h = float __attribute__((vector_size(kBytes / 2)));   // as many lanes as vf64
 
 template <class V, class T>
 [[gnu::always_inline]] inline V load_as(const T* p) {
@@ -138,8 +139,147 @@ inline auto cascade_sum(const typename L::In* x, int64_t n) {
   return lane[0];
 }
 
+// The two halves of a float vector as double vectors (exact conversions).
+[[gnu::always_inline]] inline void widen(const vf32& s, vf64& lo, vf64& hi) {
+#if TREDUCE_SIMD_AVX2
+  const __m256 v = bit_cast_vec<__m256>(s);
+  lo = bit_cast_vec<vf64>(_mm256_cvtps_pd(_mm256_castps256_ps128(v)));
+  hi = bit_cast_vec<vf64>(_mm256_cvtps_pd(_mm256_extractf128_ps(v, 1)));
+#elif TREDUCE_SIMD_X86
+  const __m128 v = bit_cast_vec<__m128>(s);
+  lo = bit_cast_vec<vf64>(_mm_cvtps_pd(v));
+  hi = bit_cast_vec<vf64>(_mm_cvtps_pd(_mm_movehl_ps(v, v)));
+#else
+  vf32h h[2];
+  std::memcpy(h, &s, sizeof h);
+  lo = __builtin_convertvector(h[0], vf64);
+  hi = __builtin_convertvector(h[1], vf64);
+#endif
+}
+
+// float32 sums with a float32 result, in double: 32 lanes as cascade_sum's, each adding eight
+// elements in float before its double accumulator. A row of 256 elements is four groups of 64,
+// read in order; lane 8q + i of the row adds elements 64q + i + 8m, m = 0..7, as a tree (pairs,
+// then pairs of those), converts that to double and adds it there; the cascade and the lanes'
+// tree are double. Against a float64 sum of N(0, 1) data, 0.4x the error of the float cascade
+// (torch's kind) from 2^10 to 2^22; converting every element instead cost 1.5-2x the float
+// cascade's time in cache, groups of eight ~1.0x (benchmarks/NOTES.md).
+constexpr int64_t kWideRow = 256;
+constexpr int kWideVecs = 2 * 128 / kBytes;  // double vectors of 32 lanes
+
+// A row's 32 lane sums into acc (double lane j in vector j / (kBytes / 8)).
+[[gnu::always_inline]] inline void wide_row(const float* p, vf64 (&acc)[kWideVecs]) {
+  constexpr int kWidth = int(sizeof(vf32) / sizeof(float)), kHalf = kWidth / 2;
+  for (int q = 0; q < 4; ++q) {
+    for (int h = 0; h < 8; h += kWidth) {  // the vectors of 8 lanes
+      const float* b = p + 64 * q + h;
+      const vf32 t0 = load_as<vf32>(b) + load_as<vf32>(b + 8);
+      const vf32 t1 = load_as<vf32>(b + 16) + load_as<vf32>(b + 24);
+      const vf32 t2 = load_as<vf32>(b + 32) + load_as<vf32>(b + 40);
+      const vf32 t3 = load_as<vf32>(b + 48) + load_as<vf32>(b + 56);
+      vf64 lo, hi;
+      widen((t0 + t1) + (t2 + t3), lo, hi);
+      acc[(8 * q + h) / kHalf] += lo;
+      acc[(8 * q + h) / kHalf + 1] += hi;
+    }
+  }
+}
+
+// The last n % 256 elements as one more group row, zero-padded (out of line, as tail_sum).
+[[gnu::noinline]] inline void wide_tail(const float* x, int64_t tail, vf64 (&acc)[kWideVecs]) {
+  float pad[kWideRow] = {};
+  std::memcpy(pad, x, tail * sizeof(float));
+  wide_row(pad, acc);
+}
+
+inline double sum_f32_wide(const float* x, int64_t n) {
+  constexpr int64_t kStep = 16;
+  const int64_t rows = n / kWideRow;
+  vf64 top[kWideVecs], mid[kWideVecs], low[kWideVecs];
+  for (vf64& v : top) v = vf64{};
+  for (int64_t r2 = 0; r2 < rows; r2 += kStep * kStep) {
+    for (vf64& v : mid) v = vf64{};
+    const int64_t end2 = std::min(rows, r2 + kStep * kStep);
+    for (int64_t r1 = r2; r1 < end2; r1 += kStep) {
+      for (vf64& v : low) v = vf64{};
+      const int64_t end1 = std::min(end2, r1 + kStep);
+      for (int64_t r = r1; r < end1; ++r) wide_row(x + r * kWideRow, low);
+      for (int k = 0; k < kWideVecs; ++k) mid[k] += low[k];
+    }
+    for (int k = 0; k < kWideVecs; ++k) top[k] += mid[k];
+  }
+  if (const int64_t tail = n - rows * kWideRow; tail > 0) wide_tail(x + rows * kWideRow, tail, top);
+  // The tree of cascade_sum over the 32 double lanes: lane j += lane j + w for w = 16, ..., 1.
+  for (int w = kWideVecs / 2; w > 0; w /= 2)
+    for (int k = 0; k < w; ++k) top[k] += top[k + w];
+  constexpr int kHalf = kBytes / 8;  // double lanes a vector
+  double lane[kHalf];
+  for (int j = 0; j < kHalf; ++j) lane[j] = top[0][j];
+  for (int w = kHalf / 2; w > 0; w /= 2)
+    for (int j = 0; j < w; ++j) lane[j] += lane[j + w];
+  return lane[0];
+}
+
 inline float sum_f32(const float* x, int64_t n) { return cascade_sum<LoadF32>(x, n); }
 inline double sum_f64(const double* x, int64_t n) { return cascade_sum<LoadF64>(x, n); }
+
+// a + b = s + e exactly (Knuth's two-sum; no condition on the magnitudes), lane by lane.
+template <class T>
+[[gnu::always_inline]] inline T two_sum(T a, T b, T& e) {
+  const T s = a + b, bb = s - a;
+  e = (a - (s - bb)) + (b - bb);
+  return s;
+}
+
+// float64 sums, compensated: cascade_sum's low and middle levels, then the top level and the
+// lanes' tree as two-sums whose errors are kept apart and added at the end, returned as hi + lo
+// unrounded. What a plain cascade loses where partials grow (its top level; the chunk combine,
+// reduce_cpu.cpp) is kept; the cost is a two-sum every 256 rows a lane.
+inline DoubleDouble sum_f64_compensated(const double* x, int64_t n) {
+  using V = vf64;
+  constexpr int kWidth = int(sizeof(V) / sizeof(double));
+  constexpr int kVecs = 128 / kBytes;
+  constexpr int64_t kRow = kVecs * kWidth, kStep = 16;
+  V top[kVecs], err[kVecs], mid[kVecs], low[kVecs];
+  for (int k = 0; k < kVecs; ++k) top[k] = err[k] = V{};
+  const int64_t rows = n / kRow;
+  for (int64_t r2 = 0; r2 < rows; r2 += kStep * kStep) {
+    for (V& v : mid) v = V{};
+    const int64_t end2 = std::min(rows, r2 + kStep * kStep);
+    for (int64_t r1 = r2; r1 < end2; r1 += kStep) {
+      for (V& v : low) v = V{};
+      const int64_t end1 = std::min(end2, r1 + kStep);
+      for (int64_t r = r1; r < end1; ++r)
+        for (int k = 0; k < kVecs; ++k) low[k] += LoadF64::load(x + r * kRow + k * kWidth);
+      for (int k = 0; k < kVecs; ++k) mid[k] += low[k];
+    }
+    for (int k = 0; k < kVecs; ++k) {
+      V e;
+      top[k] = two_sum(top[k], mid[k], e);
+      err[k] += e;
+    }
+  }
+  for (int w = kVecs / 2; w > 0; w /= 2)
+    for (int k = 0; k < w; ++k) {
+      V e;
+      top[k] = two_sum(top[k], top[k + w], e);
+      err[k] += err[k + w] + e;
+    }
+  double hi[kWidth], lo[kWidth];
+  for (int j = 0; j < kWidth; ++j) hi[j] = top[0][j], lo[j] = err[0][j];
+  for (int w = kWidth / 2; w > 0; w /= 2)
+    for (int j = 0; j < w; ++j) {
+      double e;
+      hi[j] = two_sum(hi[j], hi[j + w], e);
+      lo[j] += lo[j + w] + e;
+    }
+  if (const int64_t tail = n - rows * kRow; tail > 0) {
+    double e;
+    hi[0] = two_sum(hi[0], tail_sum<LoadF64, kVecs, kWidth>(x + rows * kRow, tail), e);
+    lo[0] += e;
+  }
+  return {hi[0], lo[0]};
+}
 inline float sum_f16(const uint16_t* x, int64_t n) { return cascade_sum<LoadF16>(x, n); }
 inline float sum_bf16(const uint16_t* x, int64_t n) { return cascade_sum<LoadBF16>(x, n); }
 inline int64_t sum_i64(const int64_t* x, int64_t n) { return int64_t(cascade_sum<LoadI64>(x, n)); }
@@ -156,7 +296,6 @@ inline int64_t sum_i64(const int64_t* x, int64_t n) { return int64_t(cascade_sum
 // Eight elements as double vectors (kBytes / 8 lanes each), converted exactly.
 constexpr int kDLanes = kBytes / 8;
 constexpr int kDVecs = 8 / kDLanes;
-using vf32h = float __attribute__((vector_size(kBytes / 2)));  // as many lanes as vf64
 
 template <class L>
 [[gnu::always_inline]] inline void exact_load8(const typename L::In* p, vf64 (&v)[kDVecs]) {
@@ -292,7 +431,7 @@ void exact_run(const typename L::In* x, int64_t n, ExactAcc* acc) {
 }
 
 inline SumKernels kernels() {
-  return {&sum_f32, &sum_f64, &sum_f16, &sum_bf16, &sum_i64,
+  return {&sum_f32, &sum_f32_wide, &sum_f64, &sum_f64_compensated, &sum_f16, &sum_bf16, &sum_i64,
           &exact_run<LoadF32, 24, -126>, &exact_run<LoadF64, 53, -1022>,
           &exact_run<LoadF16, 11, -14>, &exact_run<LoadBF16, 8, -126>};
 }
