@@ -100,6 +100,40 @@ template <class L, int kVecs, int kWidth>
   return s;
 }
 
+// The cascade's levels over `rows` rows: add_row(r, low) adds row r into low; 16 rows of low go
+// into mid, and each 16 of those to the top level through to_top(mid). Every sum here runs it.
+template <class V, int kN, class AddRow, class ToTop>
+[[gnu::always_inline]] inline void cascade_levels(int64_t rows, const AddRow& add_row, const ToTop& to_top) {
+  constexpr int64_t kStep = 16;
+  V mid[kN], low[kN];
+  for (int64_t r2 = 0; r2 < rows; r2 += kStep * kStep) {
+    for (V& v : mid) v = V{};
+    const int64_t end2 = std::min(rows, r2 + kStep * kStep);
+    for (int64_t r1 = r2; r1 < end2; r1 += kStep) {
+      for (V& v : low) v = V{};
+      const int64_t end1 = std::min(end2, r1 + kStep);
+      for (int64_t r = r1; r < end1; ++r) add_row(r, low);
+      for (int k = 0; k < kN; ++k) mid[k] += low[k];
+    }
+    to_top(mid);
+  }
+}
+
+// The lanes of top as a tree, lane j += lane j + w for w = lanes / 2, ..., 1: whole vectors
+// while w spans them, then the lanes of the first.
+template <class V, int kN>
+[[gnu::always_inline]] inline auto lane_tree(V (&top)[kN]) {
+  using A = std::remove_reference_t<decltype(V{}[0])>;
+  constexpr int kWidth = int(sizeof(V) / sizeof(A));
+  for (int w = kN / 2; w > 0; w /= 2)
+    for (int k = 0; k < w; ++k) top[k] += top[k + w];
+  A lane[kWidth];
+  for (int j = 0; j < kWidth; ++j) lane[j] = top[0][j];
+  for (int w = kWidth / 2; w > 0; w /= 2)
+    for (int j = 0; j < w; ++j) lane[j] += lane[j + w];
+  return lane[0];
+}
+
 // 128 bytes of accumulators (kVecs vectors); each lane a cascade (sum_simd.h), then the lanes
 // combined as a tree in a fixed order.
 template <class L>
@@ -108,35 +142,23 @@ inline auto cascade_sum(const typename L::In* x, int64_t n) {
   using A = std::remove_reference_t<decltype(V{}[0])>;
   constexpr int kWidth = int(sizeof(V) / sizeof(A));
   constexpr int kVecs = 128 / kBytes;
-  constexpr int64_t kRow = kVecs * kWidth, kStep = 16;
+  constexpr int64_t kRow = kVecs * kWidth;
   if (n < kRow) return n > 0 ? tail_sum<L, kVecs, kWidth>(x, n) : A(0);
-  V top[kVecs], mid[kVecs], low[kVecs];
+  V top[kVecs];
   for (V& v : top) v = V{};
   const int64_t rows = n / kRow;
-  for (int64_t r2 = 0; r2 < rows; r2 += kStep * kStep) {
-    for (V& v : mid) v = V{};
-    const int64_t end2 = std::min(rows, r2 + kStep * kStep);
-    for (int64_t r1 = r2; r1 < end2; r1 += kStep) {
-      for (V& v : low) v = V{};
-      const int64_t end1 = std::min(end2, r1 + kStep);
-      for (int64_t r = r1; r < end1; ++r) {
+  cascade_levels<V, kVecs>(
+      rows,
+      [x](int64_t r, V(&low)[kVecs]) {
         const typename L::In* p = x + r * kRow;
         for (int k = 0; k < kVecs; ++k) low[k] += L::load(p + k * kWidth);
-      }
-      for (int k = 0; k < kVecs; ++k) mid[k] += low[k];
-    }
-    for (int k = 0; k < kVecs; ++k) top[k] += mid[k];
-  }
-  // The lanes as a tree, lane j += lane j + w for w = kRow / 2, ..., 1: whole vectors while w
-  // spans them, then the lanes of the first.
-  for (int w = kVecs / 2; w > 0; w /= 2)
-    for (int k = 0; k < w; ++k) top[k] += top[k + w];
-  A lane[kWidth];
-  for (int j = 0; j < kWidth; ++j) lane[j] = top[0][j];
-  for (int w = kWidth / 2; w > 0; w /= 2)
-    for (int j = 0; j < w; ++j) lane[j] += lane[j + w];
-  if (const int64_t tail = n - rows * kRow; tail > 0) lane[0] += tail_sum<L, kVecs, kWidth>(x + rows * kRow, tail);
-  return lane[0];
+      },
+      [&top](const V(&mid)[kVecs]) {
+        for (int k = 0; k < kVecs; ++k) top[k] += mid[k];
+      });
+  A lane0 = lane_tree(top);
+  if (const int64_t tail = n - rows * kRow; tail > 0) lane0 += tail_sum<L, kVecs, kWidth>(x + rows * kRow, tail);
+  return lane0;
 }
 
 // The two halves of a float vector as double vectors (exact conversions).
@@ -193,31 +215,16 @@ constexpr int kWideVecs = 2 * 128 / kBytes;  // double vectors of 32 lanes
 }
 
 inline double sum_f32_wide(const float* x, int64_t n) {
-  constexpr int64_t kStep = 16;
   const int64_t rows = n / kWideRow;
-  vf64 top[kWideVecs], mid[kWideVecs], low[kWideVecs];
+  vf64 top[kWideVecs];
   for (vf64& v : top) v = vf64{};
-  for (int64_t r2 = 0; r2 < rows; r2 += kStep * kStep) {
-    for (vf64& v : mid) v = vf64{};
-    const int64_t end2 = std::min(rows, r2 + kStep * kStep);
-    for (int64_t r1 = r2; r1 < end2; r1 += kStep) {
-      for (vf64& v : low) v = vf64{};
-      const int64_t end1 = std::min(end2, r1 + kStep);
-      for (int64_t r = r1; r < end1; ++r) wide_row(x + r * kWideRow, low);
-      for (int k = 0; k < kWideVecs; ++k) mid[k] += low[k];
-    }
-    for (int k = 0; k < kWideVecs; ++k) top[k] += mid[k];
-  }
+  cascade_levels<vf64, kWideVecs>(
+      rows, [x](int64_t r, vf64(&low)[kWideVecs]) { wide_row(x + r * kWideRow, low); },
+      [&top](const vf64(&mid)[kWideVecs]) {
+        for (int k = 0; k < kWideVecs; ++k) top[k] += mid[k];
+      });
   if (const int64_t tail = n - rows * kWideRow; tail > 0) wide_tail(x + rows * kWideRow, tail, top);
-  // The tree of cascade_sum over the 32 double lanes: lane j += lane j + w for w = 16, ..., 1.
-  for (int w = kWideVecs / 2; w > 0; w /= 2)
-    for (int k = 0; k < w; ++k) top[k] += top[k + w];
-  constexpr int kHalf = kBytes / 8;  // double lanes a vector
-  double lane[kHalf];
-  for (int j = 0; j < kHalf; ++j) lane[j] = top[0][j];
-  for (int w = kHalf / 2; w > 0; w /= 2)
-    for (int j = 0; j < w; ++j) lane[j] += lane[j + w];
-  return lane[0];
+  return lane_tree(top);  // cascade_sum's tree over the 32 double lanes
 }
 
 inline float sum_f32(const float* x, int64_t n) { return cascade_sum<LoadF32>(x, n); }
@@ -239,26 +246,22 @@ inline DoubleDouble sum_f64_compensated(const double* x, int64_t n) {
   using V = vf64;
   constexpr int kWidth = int(sizeof(V) / sizeof(double));
   constexpr int kVecs = 128 / kBytes;
-  constexpr int64_t kRow = kVecs * kWidth, kStep = 16;
-  V top[kVecs], err[kVecs], mid[kVecs], low[kVecs];
+  constexpr int64_t kRow = kVecs * kWidth;
+  V top[kVecs], err[kVecs];
   for (int k = 0; k < kVecs; ++k) top[k] = err[k] = V{};
   const int64_t rows = n / kRow;
-  for (int64_t r2 = 0; r2 < rows; r2 += kStep * kStep) {
-    for (V& v : mid) v = V{};
-    const int64_t end2 = std::min(rows, r2 + kStep * kStep);
-    for (int64_t r1 = r2; r1 < end2; r1 += kStep) {
-      for (V& v : low) v = V{};
-      const int64_t end1 = std::min(end2, r1 + kStep);
-      for (int64_t r = r1; r < end1; ++r)
+  cascade_levels<V, kVecs>(
+      rows,
+      [x](int64_t r, V(&low)[kVecs]) {
         for (int k = 0; k < kVecs; ++k) low[k] += LoadF64::load(x + r * kRow + k * kWidth);
-      for (int k = 0; k < kVecs; ++k) mid[k] += low[k];
-    }
-    for (int k = 0; k < kVecs; ++k) {
-      V e;
-      top[k] = two_sum(top[k], mid[k], e);
-      err[k] += e;
-    }
-  }
+      },
+      [&top, &err](const V(&mid)[kVecs]) {
+        for (int k = 0; k < kVecs; ++k) {
+          V e;
+          top[k] = two_sum(top[k], mid[k], e);
+          err[k] += e;
+        }
+      });
   for (int w = kVecs / 2; w > 0; w /= 2)
     for (int k = 0; k < w; ++k) {
       V e;
