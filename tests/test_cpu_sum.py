@@ -50,23 +50,38 @@ def test_bits_do_not_depend_on_threads(shape, dim, dtype):
         assert torch.allclose(a, b, rtol=0, atol=0, equal_nan=True), f"seed {seed}"
 
 
+def _isa_ops(x, d):
+    """The ops whose runs sum_simd sums: sum, nansum (with NaNs put in) and vector_norm."""
+    args = () if d is None else (d,)
+    out = [torch_reduce.sum(x, *args)]
+    if x.is_floating_point():
+        y = x.clone()
+        y.view(-1)[::7] = float("nan")
+        out += [torch_reduce.nansum(y, *args), torch_reduce.vector_norm(x, dim=d)]
+    return out
+
+
 def test_bits_do_not_depend_on_the_instruction_set(tmp_path):
-    """The baseline build of the SIMD sums (TREDUCE_CPU_ISA=base) against the one this CPU gets."""
+    """The baseline build of the SIMD sums (TREDUCE_CPU_ISA=base) against the one this CPU gets:
+    sums, nansums and 2-norms."""
     gen, seed = fresh_generator("cpu")
     inputs = [(_data(shape, dtype, gen), dim) for shape, dim in CASES for dtype in DTYPES[:5]]
     torch.save(inputs, tmp_path / "inputs.pt")
+    here = os.path.dirname(os.path.abspath(__file__))
     script = textwrap.dedent(f"""
-        import torch, torch_reduce
+        import sys, torch
+        sys.path.insert(0, {here!r})
+        from test_cpu_sum import _isa_ops
         inputs = torch.load({str(tmp_path / 'inputs.pt')!r})
-        torch.save([torch_reduce.sum(x) if d is None else torch_reduce.sum(x, d) for x, d in inputs],
-                   {str(tmp_path / 'base.pt')!r})
+        torch.save([_isa_ops(x, d) for x, d in inputs], {str(tmp_path / 'base.pt')!r})
     """)
     env = dict(os.environ, TREDUCE_CPU_ISA="base")
     subprocess.run([sys.executable, "-c", script], check=True, env=env)
     base = torch.load(tmp_path / "base.pt")
     for (x, d), b in zip(inputs, base):
-        here = torch_reduce.sum(x) if d is None else torch_reduce.sum(x, d)
-        assert torch.equal(here, b), f"{x.dtype} {tuple(x.shape)} dim={d}: seed {seed}"
+        for here_v, base_v in zip(_isa_ops(x, d), b):
+            assert torch.equal(here_v.isnan(), base_v.isnan()) and torch.equal(here_v.nan_to_num(), base_v.nan_to_num()), (
+                f"{x.dtype} {tuple(x.shape)} dim={d}: seed {seed}")
 
 
 @pytest.mark.parametrize("shape,dim", [((1 << 10,), None), ((1 << 16,), None), ((1 << 20,), None),

@@ -5,7 +5,10 @@ one) CUDA."""
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -333,6 +336,65 @@ def test_indexed_far_ties(device, dtype):
             x[pos[3]] = float("nan")
             x[pos[4]] = float("nan")
             assert torch_reduce.argmax(x).item() == pos[3] and torch_reduce.argmin(x).item() == pos[3]
+
+
+# Runs around the CPU kernels' edges: vectors of 4-16 lanes, steps of two or four vectors, the
+# padded last vector, 64K-element chunks.
+RUN_LENGTHS = (1, 2, 7, 8, 9, 15, 16, 17, 31, 33, 63, 64, 65, 127, 129, 257, 65_535, 65_537, 131_075)
+
+
+def check_extrema_runs(seed: int) -> None:
+    """Each row of a (rows, n) tensor holds a value above every other (or below, or a NaN) at
+    another position (first, last, around vector and chunk edges, random), with a later copy in
+    half of the rows: amax, amin, aminmax, max, min, argmax and argmin over the rows and over the
+    whole tensor, equal to torch's (values, the first position, NaN wins), floats and integers."""
+    gen = torch.Generator().manual_seed(seed)
+    for n in RUN_LENGTHS:
+        pos = sorted({p for p in (0, 1, 7, 8, 15, 16, 31, 32, 63, 64, n // 2, 65_535, 65_536, n - 2, n - 1) if 0 <= p < n}
+                     | set(torch.randint(0, n, (3,), generator=gen).tolist()))
+        for dtype in FLOATING + (torch.int8, torch.uint8, torch.int16, torch.int32, torch.int64):
+            if dtype.is_floating_point:
+                specials = (10.0, -10.0, float("nan"), None)
+                base = torch.randn(len(pos), n, generator=gen).to(dtype)
+            else:
+                info = torch.iinfo(dtype)
+                specials = (info.max, info.min, None)
+                base = torch.randint(max(info.min, -50), 50, (len(pos), n), generator=gen).to(dtype)
+            for special in specials:
+                x = base.clone()
+                if special is not None:
+                    for r, p in enumerate(pos):
+                        x[r, p] = special
+                        if r % 2 and p + 1 < n:
+                            x[r, torch.randint(p + 1, n, (1,), generator=gen).item()] = special
+                what = f"n={n} {dtype} special={special} seed {seed}"
+                for op in ("amax", "amin"):
+                    for args in ((-1,), ()):
+                        _check(getattr(torch_reduce, op)(x, *args), getattr(torch, op)(x, *args), f"{op}{args} {what}")
+                for args in ({"dim": -1}, {}):
+                    got, want = torch_reduce.aminmax(x, **args), torch.aminmax(x, **args)
+                    _check(got.min, want.min, f"aminmax {args} {what}")
+                    _check(got.max, want.max, f"aminmax {args} {what}")
+                for op in ("max", "min"):
+                    got, want = getattr(torch_reduce, op)(x, -1), getattr(torch, op)(x, -1)
+                    _check(got.values, want.values, f"{op} {what}")
+                    _check(got.indices, want.indices, f"{op} indices {what}")
+                for op in ("argmax", "argmin"):
+                    for args in ((-1,), ()):
+                        _check(getattr(torch_reduce, op)(x, *args), getattr(torch, op)(x, *args), f"{op}{args} {what}")
+
+
+@pytest.mark.parametrize("isa", ("this CPU's", "base"))
+def test_cpu_extrema_runs(isa, tmp_path):
+    """check_extrema_runs on the vector kernels this CPU gets and on the baseline build's
+    (TREDUCE_CPU_ISA=base, in a process of its own)."""
+    _, seed = fresh_generator("cpu")
+    if isa != "base":
+        check_extrema_runs(seed)
+        return
+    here = os.path.dirname(os.path.abspath(__file__))
+    script = f"import sys; sys.path.insert(0, {here!r}); import test_logic; test_logic.check_extrema_runs({seed})"
+    subprocess.run([sys.executable, "-c", script], check=True, env=dict(os.environ, TREDUCE_CPU_ISA="base"))
 
 
 @pytest.mark.parametrize("device", DEVICES)

@@ -1,4 +1,4 @@
-// Sums of contiguous runs on the CPU with explicit vectors: float32, float16 and bfloat16 in
+// Sums (and extrema) of contiguous runs on the CPU with explicit vectors: float32, float16 and bfloat16 in
 // float, float64 in double, int64 in int64; whole float32 sums in double after groups of eight
 // (f32_wide), whole float64 sums compensated (f64_compensated). GCC did not vectorise the
 // generic loop well (16-bit floats stayed scalar; float32 reached 0.6-0.9x of torch.sum), so
@@ -22,6 +22,11 @@ struct DoubleDouble {
   double hi, lo;
 };
 
+template <class T>
+struct Extrema {
+  T min, max;
+};
+
 // One contiguous run each; 16-bit floats as their bits.
 struct SumKernels {
   float (*f32)(const float*, int64_t);
@@ -37,6 +42,36 @@ struct SumKernels {
   void (*exact_f64)(const double*, int64_t, ExactAcc*);
   void (*exact_f16)(const uint16_t*, int64_t, ExactAcc*);
   void (*exact_bf16)(const uint16_t*, int64_t, ExactAcc*);
+  // nansum (NaN as 0) and the sum of squares (vector_norm, ord 2) of a run, as f32 ... bf16 above
+  // (the same lanes and cascade).
+  struct {
+    float (*f32)(const float*, int64_t);
+    double (*f64)(const double*, int64_t);
+    float (*f16)(const uint16_t*, int64_t);
+    float (*bf16)(const uint16_t*, int64_t);
+  } nansum, sumsq;
+  // Extrema of a run of n >= 1 elements, NaN winning (NaN, both halves, when the run has one):
+  // [0] the minimum, [1] the maximum, [2] both (the others' unused half is the type's top or
+  // bottom); 16-bit floats as floats. Lanes are free here: nothing rounds.
+  Extrema<float> (*extremum_f32[3])(const float*, int64_t);
+  Extrema<double> (*extremum_f64[3])(const double*, int64_t);
+  Extrema<float> (*extremum_f16[3])(const uint16_t*, int64_t);
+  Extrema<float> (*extremum_bf16[3])(const uint16_t*, int64_t);
+  Extrema<int8_t> (*extremum_i8[3])(const int8_t*, int64_t);
+  Extrema<uint8_t> (*extremum_u8[3])(const uint8_t*, int64_t);
+  Extrema<int16_t> (*extremum_i16[3])(const int16_t*, int64_t);
+  Extrema<int32_t> (*extremum_i32[3])(const int32_t*, int64_t);
+  Extrema<int64_t> (*extremum_i64[3])(const int64_t*, int64_t);
+  // The first position of an element equal to v (of a NaN when v is NaN) in a run; n if none.
+  int64_t (*find_f32)(const float*, int64_t, float);
+  int64_t (*find_f64)(const double*, int64_t, double);
+  int64_t (*find_f16)(const uint16_t*, int64_t, float);
+  int64_t (*find_bf16)(const uint16_t*, int64_t, float);
+  int64_t (*find_i8)(const int8_t*, int64_t, int8_t);
+  int64_t (*find_u8)(const uint8_t*, int64_t, uint8_t);
+  int64_t (*find_i16)(const int16_t*, int64_t, int16_t);
+  int64_t (*find_i32)(const int32_t*, int64_t, int32_t);
+  int64_t (*find_i64)(const int64_t*, int64_t, int64_t);
 };
 
 // The kernels for this CPU, chosen once.
