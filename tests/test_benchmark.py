@@ -288,6 +288,23 @@ def test_cpu_sweep_writes_every_case(tmp_path, capsys):
     assert "| 1 | 256x256 | float32 | 0 |" in (tmp_path / "cpu.md").read_text()
 
 
+def test_cpu_ops_write_every_case(tmp_path):
+    """benchmarks/cpu.py --ops, small: every op of its table, each dtype torch takes and every dim,
+    checked against torch's result before it is timed."""
+    import cpu
+
+    assert cpu.main(["--quick", "--ops", "--threads", "1", "--reps", "3", "--out", str(tmp_path)]) == 0
+    rows = json.loads((tmp_path / "cpu_ops.json").read_text())["rows"]
+    per_shape = {"256x256": 3, "4096x32": 2}  # dims each
+    floating_only = sum(1 for _, _, f in cpu.OPS.values() if f)
+    want = sum(d * (3 * len(cpu.OPS) - floating_only) for d in per_shape.values())
+    assert len(rows) == want
+    assert {r["op"] for r in rows} == set(cpu.OPS)
+    assert all(r["torch_us"] > 0 and r["ours_us"] > 0 for r in rows)
+    assert "| 1 | argmax | 256x256 | bfloat16 | -1 |" in (tmp_path / "cpu_ops.md").read_text()
+    assert not (tmp_path / "cpu.json").exists()
+
+
 def _eager_rows(torch_eager, ours_eager, torch_kernel, ours_kernel):
     common = {"op": "sum", "shape": [1024], "dtype": "float32", "dim": None, "host_us": 1.0}
     return [dict(common, candidate="torch.sum", eager_us=torch_eager, kernel_us=torch_kernel),
