@@ -475,6 +475,13 @@ using LoadI64Signed = LoadInt<int64_t, int64_t __attribute__((vector_size(kBytes
 // left as branches, scalar: amax over rows of float32 at 0.1-0.15x torch.amax's speed; a select
 // that kept NaN in the lanes ran float32 amax at 0.8x.) The last vector is padded with copies
 // of the last element, which change no extremum.
+template <bool kLo, bool kHi, bool kFloat, class V, class M>
+[[gnu::always_inline]] inline void take_extrema(V& lo, V& hi, M& nan, const V& v) {
+  if constexpr (kLo) lo = v < lo ? v : lo;
+  if constexpr (kHi) hi = v > hi ? v : hi;
+  if constexpr (kFloat) nan |= v != v;
+}
+
 template <class L, int kWhich>
 inline auto extremum_run(const typename L::In* x, int64_t n) {
   using V = typename L::V;
@@ -484,36 +491,31 @@ inline auto extremum_run(const typename L::In* x, int64_t n) {
   constexpr bool kLo = kWhich != 1, kHi = kWhich != 0, kFloat = std::is_floating_point_v<T>;
   constexpr T kTop = kFloat ? std::numeric_limits<T>::infinity() : std::numeric_limits<T>::max();
   constexpr T kBottom = kFloat ? -std::numeric_limits<T>::infinity() : std::numeric_limits<T>::lowest();
+  // One NaN mask for all the vectors (an array of them was zeroed through memory on every call:
+  // a cost a row of 128 elements felt).
   V lo[kVecs], hi[kVecs];
-  M nan[kVecs];
+  M nan = M{};
   for (int k = 0; k < kVecs; ++k) {
     lo[k] = V{} + kTop;
     hi[k] = V{} + kBottom;
-    nan[k] = M{};
   }
-  const auto take = [&](int k, const V& v) {
-    if constexpr (kLo) lo[k] = v < lo[k] ? v : lo[k];
-    if constexpr (kHi) hi[k] = v > hi[k] ? v : hi[k];
-    if constexpr (kFloat) nan[k] |= v != v;
-  };
   int64_t i = 0;
   for (; i + kVecs * kW <= n; i += kVecs * kW)
-    for (int k = 0; k < kVecs; ++k) take(k, L::load(x + i + k * kW));
-  for (; i + kW <= n; i += kW) take(0, L::load(x + i));
+    for (int k = 0; k < kVecs; ++k) take_extrema<kLo, kHi, kFloat>(lo[k], hi[k], nan, L::load(x + i + k * kW));
+  for (; i + kW <= n; i += kW) take_extrema<kLo, kHi, kFloat>(lo[0], hi[0], nan, L::load(x + i));
   if (i < n) {
     typename L::In pad[kW];
     std::fill(pad, pad + kW, x[n - 1]);
     std::memcpy(pad, x + i, (n - i) * sizeof pad[0]);
-    take(0, L::load(pad));
+    take_extrema<kLo, kHi, kFloat>(lo[0], hi[0], nan, L::load(pad));
   }
   for (int k = 1; k < kVecs; ++k) {  // vectors first: rows of 128 elements end here
     lo[0] = lo[k] < lo[0] ? lo[k] : lo[0];
     hi[0] = hi[k] > hi[0] ? hi[k] : hi[0];
-    nan[0] |= nan[k];
   }
   if constexpr (kFloat) {
-    auto any = nan[0][0];
-    for (int j = 1; j < kW; ++j) any |= nan[0][j];
+    auto any = nan[0];
+    for (int j = 1; j < kW; ++j) any |= nan[j];
     if (any) return Extrema<T>{std::numeric_limits<T>::quiet_NaN(), std::numeric_limits<T>::quiet_NaN()};
   }
   Extrema<T> r{lo[0][0], hi[0][0]};
