@@ -77,7 +77,7 @@ constexpr VariantDoc kDocs[] = {
      "64K-element chunks on all threads, each a cascade of independent lanes (sums of float, "
      "16-bit float, double and int64 runs in explicit vectors, AVX2 + F16C where the CPU has them; "
      "whole float32 sums in double lanes after groups of eight in float, whole float64 sums "
-     "compensated by two-sums; extrema of floating runs in vectors too); over other dims, strips of "
+     "compensated by two-sums; nansum, 2-norms and extrema of runs in vectors too); over other dims, strips of "
      "16 KB of outputs by segments of 256 rows, 16 rows at a time into registers; partials "
      "combined in a fixed order",
      "-", "threads and SIMD; whole float sums more accurate than torch's cascade (float32 0.2-0.8x "
@@ -166,26 +166,53 @@ inline constexpr bool kSimdSumOf =
      std::is_same_v<In, double>) &&
     std::is_same_v<typename Op::acc_t, std::conditional_t<std::is_same_v<In, double>, double, float>>;
 
-template <class In, class Op>
-auto simd_sum_of(const In* x, int64_t n) {
+// A contiguous run of a sum that sum_simd.h takes `rows` runs at a time (whole tensors' float32
+// and float64 sums excepted: one run each).
+template <class In, class Mid, class Op>
+inline constexpr bool kSimdRows = (kSimdSum<In, Mid, Op> && !std::is_same_v<Op, WideFloatSumOp> &&
+                                   !std::is_same_v<Op, CompensatedSumOp>) ||
+                                  kSimdSumOf<In, Mid, Op>;
+
+// This CPU's sum_simd kernels for elements of type In, and a run of In as they take it (16-bit
+// floats as their bits): one table a type, for every entry point below.
+template <class In>
+const auto& kernels_of() {
   const simd::SumKernels& k = simd::sum_kernels();
-  const auto& f = std::is_same_v<Op, NanSumOp<typename Op::acc_t>> ? k.nansum : k.sumsq;
-  if constexpr (std::is_same_v<In, float>) return f.f32(x, n);
-  else if constexpr (std::is_same_v<In, double>) return f.f64(x, n);
-  else if constexpr (std::is_same_v<In, c10::Half>) return f.f16(reinterpret_cast<const uint16_t*>(x), n);
-  else return f.bf16(reinterpret_cast<const uint16_t*>(x), n);
+  if constexpr (std::is_same_v<In, float>) return k.f32;
+  else if constexpr (std::is_same_v<In, double>) return k.f64;
+  else if constexpr (std::is_same_v<In, c10::Half>) return k.f16;
+  else if constexpr (std::is_same_v<In, c10::BFloat16>) return k.bf16;
+  else if constexpr (std::is_same_v<In, int64_t>) return k.i64;
+  else if constexpr (std::is_same_v<In, int32_t>) return k.i32;
+  else if constexpr (std::is_same_v<In, int16_t>) return k.i16;
+  else if constexpr (std::is_same_v<In, int8_t>) return k.i8;
+  else return k.u8;
+}
+template <class In>
+auto simd_run(const In* x) {
+  if constexpr (Lowp<In>::value) return reinterpret_cast<const uint16_t*>(x);
+  else return x;
+}
+
+// Op's kernel for `rows` runs (kSimdRows): the sum, nansum or sum of squares of its type.
+template <class In, class Op>
+auto rows_kernel() {
+  const auto& t = kernels_of<In>();
+  if constexpr (std::is_same_v<Op, NanSumOp<typename Op::acc_t>>) return t.nansum;
+  else if constexpr (std::is_same_v<Op, NormOp<typename Op::acc_t, NormOrd::Two>>) return t.sumsq;
+  else return t.sum;
 }
 
 template <class In, class Op>
-auto simd_sum(const In* x, int64_t n) {
+typename Op::acc_t simd_sum(const In* x, int64_t n) {
   const simd::SumKernels& k = simd::sum_kernels();
   if constexpr (std::is_same_v<Op, WideFloatSumOp>) return k.f32_wide(x, n);
   else if constexpr (std::is_same_v<Op, CompensatedSumOp>) return k.f64_compensated(x, n);
-  else if constexpr (std::is_same_v<In, float>) return k.f32(x, n);
-  else if constexpr (std::is_same_v<In, double>) return k.f64(x, n);
-  else if constexpr (std::is_same_v<In, int64_t>) return k.i64(x, n);
-  else if constexpr (std::is_same_v<In, c10::Half>) return k.f16(reinterpret_cast<const uint16_t*>(x), n);
-  else return k.bf16(reinterpret_cast<const uint16_t*>(x), n);
+  else {
+    typename Op::acc_t s;
+    rows_kernel<In, Op>()(simd_run(x), n, 1, n, &s);
+    return s;
+  }
 }
 
 // Extrema of contiguous runs of floating and integer elements: sum_simd.h's vector kernels. amax and amin take the
@@ -212,30 +239,12 @@ template <class A> struct ExtremumOf<MinMaxOp<A>> { static constexpr Extremum ki
 // which: 0 the minimum, 1 the maximum, 2 both.
 template <class In>
 auto simd_extrema(const In* x, int64_t n, int which) {
-  const simd::SumKernels& k = simd::sum_kernels();
-  if constexpr (std::is_same_v<In, float>) return k.extremum_f32[which](x, n);
-  else if constexpr (std::is_same_v<In, double>) return k.extremum_f64[which](x, n);
-  else if constexpr (std::is_same_v<In, c10::Half>) return k.extremum_f16[which](reinterpret_cast<const uint16_t*>(x), n);
-  else if constexpr (std::is_same_v<In, c10::BFloat16>) return k.extremum_bf16[which](reinterpret_cast<const uint16_t*>(x), n);
-  else if constexpr (std::is_same_v<In, int8_t>) return k.extremum_i8[which](x, n);
-  else if constexpr (std::is_same_v<In, uint8_t>) return k.extremum_u8[which](x, n);
-  else if constexpr (std::is_same_v<In, int16_t>) return k.extremum_i16[which](x, n);
-  else if constexpr (std::is_same_v<In, int32_t>) return k.extremum_i32[which](x, n);
-  else return k.extremum_i64[which](x, n);
+  return kernels_of<In>().extremum[which](simd_run(x), n);
 }
 
 template <class In, class T>
 int64_t simd_find(const In* x, int64_t n, T v) {
-  const simd::SumKernels& k = simd::sum_kernels();
-  if constexpr (std::is_same_v<In, float>) return k.find_f32(x, n, v);
-  else if constexpr (std::is_same_v<In, double>) return k.find_f64(x, n, v);
-  else if constexpr (std::is_same_v<In, c10::Half>) return k.find_f16(reinterpret_cast<const uint16_t*>(x), n, v);
-  else if constexpr (std::is_same_v<In, c10::BFloat16>) return k.find_bf16(reinterpret_cast<const uint16_t*>(x), n, v);
-  else if constexpr (std::is_same_v<In, int8_t>) return k.find_i8(x, n, v);
-  else if constexpr (std::is_same_v<In, uint8_t>) return k.find_u8(x, n, v);
-  else if constexpr (std::is_same_v<In, int16_t>) return k.find_i16(x, n, v);
-  else if constexpr (std::is_same_v<In, int32_t>) return k.find_i32(x, n, v);
-  else return k.find_i64(x, n, v);
+  return kernels_of<In>().find(simd_run(x), n, v);
 }
 
 template <class In, class Op>
@@ -270,11 +279,8 @@ A reduce_one(const A& a, V v, int64_t i) {
 
 template <class In, class Mid, class Op>
 typename Op::acc_t chunk_reduce(const In* x, int64_t n, int64_t stride, int64_t first = 0) {
-  if constexpr (kSimdSum<In, Mid, Op>) {
+  if constexpr (kSimdSum<In, Mid, Op> || kSimdSumOf<In, Mid, Op>) {
     if (stride == 1) return simd_sum<In, Op>(x, n);
-  }
-  if constexpr (kSimdSumOf<In, Mid, Op>) {
-    if (stride == 1) return simd_sum_of<In, Op>(x, n);
   }
   if constexpr (kSimdExtremum<In> && std::is_same_v<In, Mid> && ExtremumOf<Op>::kind != Extremum::None) {
     if (stride == 1 && n > 0) return extremum_chunk<In, Op>(x, n, first);
@@ -373,6 +379,22 @@ void reduce_rows(const In* x, const Layout3& l, const Sink& out) {
   };
   // Short rows: several per task, so that a task reads at least ~32K elements.
   const int64_t grain = std::max<int64_t>(1, (int64_t(1) << 15) / std::min(l.reduced, kChunk));
+  if constexpr (kSimdRows<In, Mid, Chunk>) {
+    // Contiguous short rows whose sums sum_simd has: a block of rows a kernel call.
+    if (chunks == 1 && l.in_reduced == 1) {
+      constexpr int64_t kBlock = 64;
+      const auto kernel = rows_kernel<In, Chunk>();
+      at::parallel_for(0, l.outer, grain, [&](int64_t begin, int64_t end) {
+        typename Chunk::acc_t sums[kBlock];
+        for (int64_t o = begin; o < end; o += kBlock) {
+          const int64_t m = std::min(kBlock, end - o);
+          kernel(simd_run(x + o * l.in_outer), l.reduced, m, l.in_outer, sums);
+          for (int64_t i = 0; i < m; ++i) out.put<Op>((o + i) * l.out_outer, Acc(sums[i]));
+        }
+      });
+      return;
+    }
+  }
   if (chunks == 1) {  // a row a task, with no division of the task index (short rows: ~15% of the time)
     at::parallel_for(0, tasks, grain, [&](int64_t begin, int64_t end) {
       for (int64_t o = begin; o < end; ++o) out.put<Op>(o * l.out_outer, chunk(o, 0));
@@ -550,11 +572,7 @@ double exact_value(T v) {
 // an element at a time on data of moderate range), the same words.
 template <class T>
 void exact_run(const T* x, int64_t n, ExactAcc* a) {
-  const simd::SumKernels& k = simd::sum_kernels();
-  if constexpr (std::is_same_v<T, float>) k.exact_f32(x, n, a);
-  else if constexpr (std::is_same_v<T, double>) k.exact_f64(x, n, a);
-  else if constexpr (std::is_same_v<T, c10::Half>) k.exact_f16(reinterpret_cast<const uint16_t*>(x), n, a);
-  else k.exact_bf16(reinterpret_cast<const uint16_t*>(x), n, a);
+  kernels_of<T>().exact(simd_run(x), n, a);
 }
 
 template <class T, class Emit>

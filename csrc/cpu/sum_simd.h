@@ -27,51 +27,42 @@ struct Extrema {
   T min, max;
 };
 
-// One contiguous run each; 16-bit floats as their bits.
-struct SumKernels {
-  float (*f32)(const float*, int64_t);
-  double (*f32_wide)(const float*, int64_t);  // a float32 result's sum, in double (sum_f32_wide)
-  double (*f64)(const double*, int64_t);
-  DoubleDouble (*f64_compensated)(const double*, int64_t);  // a float64 result's sum (sum_f64_compensated)
-  float (*f16)(const uint16_t*, int64_t);
-  float (*bf16)(const uint16_t*, int64_t);
-  int64_t (*i64)(const int64_t*, int64_t);  // wraps, as torch's int64 sum
+// The kernels of one element type: In its storage (16-bit floats as their bits), S the type its
+// sums are taken in, E the type of its extrema. A null entry has no kernel (sums of 8- to 32-bit
+// integers, exact sums of integers): reduce_cpu.cpp asks only for those its ops have.
+template <class In, class S, class E>
+struct TypeKernels {
+  // Sums of `rows` runs of n elements, the r-th at x + r * ld, into out[r]; one run is rows = 1.
+  // Short runs (rows of 128 elements) a call, not a call each: the call and the cascade's outer
+  // levels cost as much as reading them. sum: the elements as they are (int64 wraps, as torch's
+  // sum); nansum: NaN as 0; sumsq: squared (vector_norm, ord 2). The same lanes and cascade each.
+  void (*sum)(const In*, int64_t n, int64_t rows, int64_t ld, S* out);
+  void (*nansum)(const In*, int64_t n, int64_t rows, int64_t ld, S* out);
+  void (*sumsq)(const In*, int64_t n, int64_t rows, int64_t ld, S* out);
   // variant="exact": the run's elements added into *acc, exactly (exact.h), the same words on
   // every instruction set.
-  void (*exact_f32)(const float*, int64_t, ExactAcc*);
-  void (*exact_f64)(const double*, int64_t, ExactAcc*);
-  void (*exact_f16)(const uint16_t*, int64_t, ExactAcc*);
-  void (*exact_bf16)(const uint16_t*, int64_t, ExactAcc*);
-  // nansum (NaN as 0) and the sum of squares (vector_norm, ord 2) of a run, as f32 ... bf16 above
-  // (the same lanes and cascade).
-  struct {
-    float (*f32)(const float*, int64_t);
-    double (*f64)(const double*, int64_t);
-    float (*f16)(const uint16_t*, int64_t);
-    float (*bf16)(const uint16_t*, int64_t);
-  } nansum, sumsq;
+  void (*exact)(const In*, int64_t, ExactAcc*);
   // Extrema of a run of n >= 1 elements, NaN winning (NaN, both halves, when the run has one):
   // [0] the minimum, [1] the maximum, [2] both (the others' unused half is the type's top or
   // bottom); 16-bit floats as floats. Lanes are free here: nothing rounds.
-  Extrema<float> (*extremum_f32[3])(const float*, int64_t);
-  Extrema<double> (*extremum_f64[3])(const double*, int64_t);
-  Extrema<float> (*extremum_f16[3])(const uint16_t*, int64_t);
-  Extrema<float> (*extremum_bf16[3])(const uint16_t*, int64_t);
-  Extrema<int8_t> (*extremum_i8[3])(const int8_t*, int64_t);
-  Extrema<uint8_t> (*extremum_u8[3])(const uint8_t*, int64_t);
-  Extrema<int16_t> (*extremum_i16[3])(const int16_t*, int64_t);
-  Extrema<int32_t> (*extremum_i32[3])(const int32_t*, int64_t);
-  Extrema<int64_t> (*extremum_i64[3])(const int64_t*, int64_t);
+  Extrema<E> (*extremum[3])(const In*, int64_t);
   // The first position of an element equal to v (of a NaN when v is NaN) in a run; n if none.
-  int64_t (*find_f32)(const float*, int64_t, float);
-  int64_t (*find_f64)(const double*, int64_t, double);
-  int64_t (*find_f16)(const uint16_t*, int64_t, float);
-  int64_t (*find_bf16)(const uint16_t*, int64_t, float);
-  int64_t (*find_i8)(const int8_t*, int64_t, int8_t);
-  int64_t (*find_u8)(const uint8_t*, int64_t, uint8_t);
-  int64_t (*find_i16)(const int16_t*, int64_t, int16_t);
-  int64_t (*find_i32)(const int32_t*, int64_t, int32_t);
-  int64_t (*find_i64)(const int64_t*, int64_t, int64_t);
+  int64_t (*find)(const In*, int64_t, E v);
+};
+
+struct SumKernels {
+  TypeKernels<float, float, float> f32;
+  TypeKernels<double, double, double> f64;
+  TypeKernels<uint16_t, float, float> f16, bf16;
+  TypeKernels<int64_t, int64_t, int64_t> i64;
+  TypeKernels<int32_t, int64_t, int32_t> i32;
+  TypeKernels<int16_t, int64_t, int16_t> i16;
+  TypeKernels<int8_t, int64_t, int8_t> i8;
+  TypeKernels<uint8_t, int64_t, uint8_t> u8;
+  // Whole tensors' sums of one run: float32 with a float32 result in double (sum_f32_wide),
+  // float64 with a float64 result compensated (sum_f64_compensated).
+  double (*f32_wide)(const float*, int64_t);
+  DoubleDouble (*f64_compensated)(const double*, int64_t);
 };
 
 // The kernels for this CPU, chosen once.

@@ -137,29 +137,59 @@ template <class V, int kN>
 // 128 bytes of accumulators (kVecs vectors); each lane a cascade (sum_simd.h), then the lanes
 // combined as a tree in a fixed order.
 template <class L>
-inline auto cascade_sum(const typename L::In* x, int64_t n) {
+struct Cascade {
   using V = typename L::V;
+  using In = typename L::In;
   using A = std::remove_reference_t<decltype(V{}[0])>;
-  constexpr int kWidth = int(sizeof(V) / sizeof(A));
-  constexpr int kVecs = 128 / kBytes;
-  constexpr int64_t kRow = kVecs * kWidth;
-  if (n < kRow) return n > 0 ? tail_sum<L, kVecs, kWidth>(x, n) : A(0);
-  V top[kVecs];
-  for (V& v : top) v = V{};
-  const int64_t rows = n / kRow;
-  cascade_levels<V, kVecs>(
-      rows,
-      [x](int64_t r, V(&low)[kVecs]) {
-        const typename L::In* p = x + r * kRow;
-        for (int k = 0; k < kVecs; ++k) low[k] += L::load(p + k * kWidth);
-      },
-      [&top](const V(&mid)[kVecs]) {
-        for (int k = 0; k < kVecs; ++k) top[k] += mid[k];
-      });
-  A lane0 = lane_tree(top);
-  if (const int64_t tail = n - rows * kRow; tail > 0) lane0 += tail_sum<L, kVecs, kWidth>(x + rows * kRow, tail);
-  return lane0;
-}
+  static constexpr int kWidth = int(sizeof(V) / sizeof(A));
+  static constexpr int kVecs = 128 / kBytes;
+  static constexpr int64_t kRow = kVecs * kWidth;
+
+  static auto sum(const In* x, int64_t n) {
+    if (n < kRow) return n > 0 ? tail_sum<L, kVecs, kWidth>(x, n) : A(0);
+    V top[kVecs];
+    for (V& v : top) v = V{};
+    const int64_t rows = n / kRow;
+    cascade_levels<V, kVecs>(
+        rows,
+        [x](int64_t r, V(&low)[kVecs]) {
+          const In* p = x + r * kRow;
+          for (int k = 0; k < kVecs; ++k) low[k] += L::load(p + k * kWidth);
+        },
+        [&top](const V(&mid)[kVecs]) {
+          for (int k = 0; k < kVecs; ++k) top[k] += mid[k];
+        });
+    return finish(top, x, n);
+  }
+
+  // A run of fewer than 16 rows: only the first level (the others would add it to zeros: the
+  // same bits), without the cascade's loops (rows of 128 elements: a fifth of their time).
+  [[gnu::always_inline]] static auto short_sum(const In* x, int64_t n) {
+    if (n < kRow) return n > 0 ? tail_sum<L, kVecs, kWidth>(x, n) : A(0);
+    V low[kVecs];
+    for (V& v : low) v = V{};
+    for (int64_t r = 0; r < n / kRow; ++r)
+      for (int k = 0; k < kVecs; ++k) low[k] += L::load(x + r * kRow + k * kWidth);
+    return finish(low, x, n);
+  }
+
+  [[gnu::always_inline]] static A finish(V (&top)[kVecs], const In* x, int64_t n) {
+    A lane0 = lane_tree(top);
+    const int64_t done = n / kRow * kRow;
+    if (n > done) lane0 += tail_sum<L, kVecs, kWidth>(x + done, n - done);
+    return lane0;
+  }
+
+  // TypeKernels' sum, nansum and sumsq: `rows` runs, the r-th at x + r * ld.
+  template <class S>
+  static void rows(const In* x, int64_t n, int64_t rows, int64_t ld, S* out) {
+    if (n < 16 * kRow) {
+      for (int64_t r = 0; r < rows; ++r) out[r] = S(short_sum(x + r * ld, n));
+    } else {
+      for (int64_t r = 0; r < rows; ++r) out[r] = S(sum(x + r * ld, n));
+    }
+  }
+};
 
 // nansum's elements: NaN read as 0.
 template <class L>
@@ -201,7 +231,7 @@ struct Squared {
 #endif
 }
 
-// float32 sums with a float32 result, in double: 32 lanes as cascade_sum's, each adding eight
+// float32 sums with a float32 result, in double: 32 lanes as Cascade's, each adding eight
 // elements in float before its double accumulator. A row of 256 elements is four groups of 64,
 // read in order; lane 8q + i of the row adds elements 64q + i + 8m, m = 0..7, as a tree (pairs,
 // then pairs of those), converts that to double and adds it there; the cascade and the lanes'
@@ -246,11 +276,9 @@ inline double sum_f32_wide(const float* x, int64_t n) {
         for (int k = 0; k < kWideVecs; ++k) top[k] += mid[k];
       });
   if (const int64_t tail = n - rows * kWideRow; tail > 0) wide_tail(x + rows * kWideRow, tail, top);
-  return lane_tree(top);  // cascade_sum's tree over the 32 double lanes
+  return lane_tree(top);  // Cascade's tree over the 32 double lanes
 }
 
-inline float sum_f32(const float* x, int64_t n) { return cascade_sum<LoadF32>(x, n); }
-inline double sum_f64(const double* x, int64_t n) { return cascade_sum<LoadF64>(x, n); }
 
 // a + b = s + e exactly (Knuth's two-sum; no condition on the magnitudes), lane by lane.
 template <class T>
@@ -260,7 +288,7 @@ template <class T>
   return s;
 }
 
-// float64 sums, compensated: cascade_sum's low and middle levels, then the top level and the
+// float64 sums, compensated: Cascade's low and middle levels, then the top level and the
 // lanes' tree as two-sums whose errors are kept apart and added at the end, returned as hi + lo
 // unrounded. What a plain cascade loses where partials grow (its top level; the chunk combine,
 // reduce_cpu.cpp) is kept; the cost is a two-sum every 256 rows a lane.
@@ -305,9 +333,6 @@ inline DoubleDouble sum_f64_compensated(const double* x, int64_t n) {
   }
   return {hi[0], lo[0]};
 }
-inline float sum_f16(const uint16_t* x, int64_t n) { return cascade_sum<LoadF16>(x, n); }
-inline float sum_bf16(const uint16_t* x, int64_t n) { return cascade_sum<LoadBF16>(x, n); }
-inline int64_t sum_i64(const int64_t* x, int64_t n) { return int64_t(cascade_sum<LoadI64>(x, n)); }
 
 // variant="exact" over a contiguous run, into an exact accumulator: the CUDA kernel's windows
 // (kernels/exact.cuh), 8 lanes here. sigma = 2^k, one for the run; an element with
@@ -558,25 +583,39 @@ inline int64_t find_run(const typename L::In* x, int64_t n, T v) {
   return n;
 }
 
+// A type's table: L loads its sums' elements, LE its extrema's (int64 sums wrap in unsigned
+// lanes; its extrema compare signed ones); the sums, nansum, sumsq and exact entries only where
+// given.
+template <class L, class LE, class S, bool kSums, bool kFloat>
+constexpr auto type_kernels(void (*exact)(const typename LE::In*, int64_t, ExactAcc*)) {
+  using In = typename LE::In;
+  using E = std::remove_reference_t<decltype(typename LE::V{}[0])>;
+  TypeKernels<In, S, E> t{};
+  if constexpr (kSums) t.sum = &Cascade<L>::template rows<S>;
+  if constexpr (kFloat) {
+    t.nansum = &Cascade<NanAsZero<L>>::template rows<S>;
+    t.sumsq = &Cascade<Squared<L>>::template rows<S>;
+  }
+  t.exact = exact;
+  t.extremum[0] = &extremum_run<LE, 0>;
+  t.extremum[1] = &extremum_run<LE, 1>;
+  t.extremum[2] = &extremum_run<LE, 2>;
+  t.find = &find_run<LE, E>;
+  return t;
+}
+
 inline SumKernels kernels() {
-  return {&sum_f32, &sum_f32_wide, &sum_f64, &sum_f64_compensated, &sum_f16, &sum_bf16, &sum_i64,
-          &exact_run<LoadF32, 24, -126>, &exact_run<LoadF64, 53, -1022>,
-          &exact_run<LoadF16, 11, -14>, &exact_run<LoadBF16, 8, -126>,
-          {&cascade_sum<NanAsZero<LoadF32>>, &cascade_sum<NanAsZero<LoadF64>>, &cascade_sum<NanAsZero<LoadF16>>,
-           &cascade_sum<NanAsZero<LoadBF16>>},
-          {&cascade_sum<Squared<LoadF32>>, &cascade_sum<Squared<LoadF64>>, &cascade_sum<Squared<LoadF16>>,
-           &cascade_sum<Squared<LoadBF16>>},
-          {&extremum_run<LoadF32, 0>, &extremum_run<LoadF32, 1>, &extremum_run<LoadF32, 2>},
-          {&extremum_run<LoadF64, 0>, &extremum_run<LoadF64, 1>, &extremum_run<LoadF64, 2>},
-          {&extremum_run<LoadF16, 0>, &extremum_run<LoadF16, 1>, &extremum_run<LoadF16, 2>},
-          {&extremum_run<LoadBF16, 0>, &extremum_run<LoadBF16, 1>, &extremum_run<LoadBF16, 2>},
-          {&extremum_run<LoadI8, 0>, &extremum_run<LoadI8, 1>, &extremum_run<LoadI8, 2>},
-          {&extremum_run<LoadU8, 0>, &extremum_run<LoadU8, 1>, &extremum_run<LoadU8, 2>},
-          {&extremum_run<LoadI16, 0>, &extremum_run<LoadI16, 1>, &extremum_run<LoadI16, 2>},
-          {&extremum_run<LoadI32, 0>, &extremum_run<LoadI32, 1>, &extremum_run<LoadI32, 2>},
-          {&extremum_run<LoadI64Signed, 0>, &extremum_run<LoadI64Signed, 1>, &extremum_run<LoadI64Signed, 2>},
-          &find_run<LoadF32, float>, &find_run<LoadF64, double>, &find_run<LoadF16, float>,
-          &find_run<LoadBF16, float>, &find_run<LoadI8, int8_t>, &find_run<LoadU8, uint8_t>,
-          &find_run<LoadI16, int16_t>, &find_run<LoadI32, int32_t>,
-          &find_run<LoadI64Signed, int64_t>};
+  SumKernels k{};
+  k.f32 = type_kernels<LoadF32, LoadF32, float, true, true>(&exact_run<LoadF32, 24, -126>);
+  k.f64 = type_kernels<LoadF64, LoadF64, double, true, true>(&exact_run<LoadF64, 53, -1022>);
+  k.f16 = type_kernels<LoadF16, LoadF16, float, true, true>(&exact_run<LoadF16, 11, -14>);
+  k.bf16 = type_kernels<LoadBF16, LoadBF16, float, true, true>(&exact_run<LoadBF16, 8, -126>);
+  k.i64 = type_kernels<LoadI64, LoadI64Signed, int64_t, true, false>(nullptr);
+  k.i32 = type_kernels<LoadI32, LoadI32, int64_t, false, false>(nullptr);
+  k.i16 = type_kernels<LoadI16, LoadI16, int64_t, false, false>(nullptr);
+  k.i8 = type_kernels<LoadI8, LoadI8, int64_t, false, false>(nullptr);
+  k.u8 = type_kernels<LoadU8, LoadU8, int64_t, false, false>(nullptr);
+  k.f32_wide = &sum_f32_wide;
+  k.f64_compensated = &sum_f64_compensated;
+  return k;
 }
