@@ -51,19 +51,21 @@ def test_bits_do_not_depend_on_threads(shape, dim, dtype):
 
 
 def _isa_ops(x, d):
-    """The ops whose runs sum_simd sums: sum, nansum (with NaNs put in) and vector_norm."""
+    """The ops whose runs sum_simd sums: sum, nansum (with NaNs put in), vector_norm and
+    logsumexp (its exp in vectors)."""
     args = () if d is None else (d,)
     out = [torch_reduce.sum(x, *args)]
     if x.is_floating_point():
         y = x.clone()
         y.view(-1)[::7] = float("nan")
-        out += [torch_reduce.nansum(y, *args), torch_reduce.vector_norm(x, dim=d)]
+        out += [torch_reduce.nansum(y, *args), torch_reduce.vector_norm(x, dim=d),
+                torch_reduce.logsumexp(x * 8, tuple(range(x.dim())) if d is None else d)]
     return out
 
 
 def test_bits_do_not_depend_on_the_instruction_set(tmp_path):
     """The baseline build of the SIMD sums (TREDUCE_CPU_ISA=base) against the one this CPU gets:
-    sums, nansums and 2-norms."""
+    sums, nansums, 2-norms and logsumexp."""
     gen, seed = fresh_generator("cpu")
     inputs = [(_data(shape, dtype, gen), dim) for shape, dim in CASES for dtype in DTYPES[:5]]
     torch.save(inputs, tmp_path / "inputs.pt")

@@ -103,6 +103,31 @@ def test_logsumexp_edges(device):
     torch.testing.assert_close(torch_reduce.logsumexp(b, 0), torch.logsumexp(b, 0))
 
 
+@pytest.mark.parametrize("dtype", FLOATING)
+def test_logsumexp_cpu_runs_to_a_few_ulps(dtype):
+    """The CPU's vector exp (sum_simd's exp_sum) over contiguous runs: lengths around its vector
+    rows, 16-row blocks and 64K chunks, elements spread from the maximum down past exp's normal
+    range (spreads of 1 to 30), -inf among them; each row within a few rounding units of a float64 logsumexp: the
+    float (double) sum of exp(x - max) >= 1 then log, so 2u relative for the two roundings
+    to the result plus (the cascade's depth + exp's error) u absolute, with u the accumulator's."""
+    gen, seed = fresh_generator("cpu")
+    acc = torch.float64 if dtype == torch.float64 else torch.float32
+    u, out_u = UNIT_ROUNDOFF[acc], UNIT_ROUNDOFF[dtype]
+    for n in (1, 2, 7, 8, 31, 32, 33, 100, 127, 128, 129, 511, 512, 513, 4096 + 5, 65535, 65536, 65537):
+        rows = 3 if n > 4096 else 17
+        # spreads of 1 (many terms near the maximum's) to 30 (down past exp's range)
+        spread = torch.tensor([1.0, 4.0, 30.0], dtype=torch.float64).repeat(rows)[:rows, None]
+        x = torch.randn(rows, n, generator=gen, dtype=torch.float64) * spread
+        x[torch.rand(rows, n, generator=gen) < 0.05] = float("-inf")
+        x[:, 0] = 0.0  # a finite maximum in every row
+        x = x.to(dtype)
+        got = torch_reduce.logsumexp(x, 1).double()
+        want = torch.logsumexp(x.double(), 1)
+        tol = 2 * out_u * want.abs() + 64 * u
+        err = (got - want).abs()
+        assert bool((err <= tol).all()), f"n={n}: error {err.max().item():.3g} (bound {tol.min().item():.3g}), seed {seed}"
+
+
 @pytest.mark.parametrize("device", DEVICES)
 def test_nan_types_and_errors(device):
     x = torch.randn(5, 6, device=device)

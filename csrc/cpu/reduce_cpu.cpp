@@ -215,6 +215,14 @@ typename Op::acc_t simd_sum(const In* x, int64_t n) {
   }
 }
 
+// logsumexp of contiguous floating runs: sum_simd's exp_sum (the maximum, then exp in vectors).
+template <class In, class Mid, class Op>
+inline constexpr bool kSimdExpSum =
+    std::is_same_v<In, Mid> && std::is_same_v<Op, LogSumExpOp<typename Op::value_t>> &&
+    (std::is_same_v<In, float> || std::is_same_v<In, c10::Half> || std::is_same_v<In, c10::BFloat16> ||
+     std::is_same_v<In, double>) &&
+    std::is_same_v<typename Op::value_t, std::conditional_t<std::is_same_v<In, double>, double, float>>;
+
 // Extrema of contiguous runs of floating and integer elements: sum_simd.h's vector kernels. amax and amin take the
 // extremum; max and min over a dim, argmax and argmin take it and then the first position
 // holding it (the same answer as an element at a time: NaN wins, the first of equals); aminmax
@@ -281,6 +289,12 @@ template <class In, class Mid, class Op>
 typename Op::acc_t chunk_reduce(const In* x, int64_t n, int64_t stride, int64_t first = 0) {
   if constexpr (kSimdSum<In, Mid, Op> || kSimdSumOf<In, Mid, Op>) {
     if (stride == 1) return simd_sum<In, Op>(x, n);
+  }
+  if constexpr (kSimdExpSum<In, Mid, Op>) {
+    if (stride == 1 && n > 0) {
+      const auto r = kernels_of<In>().exp_sum(simd_run(x), n);
+      return {r.max, r.sum};
+    }
   }
   if constexpr (kSimdExtremum<In> && std::is_same_v<In, Mid> && ExtremumOf<Op>::kind != Extremum::None) {
     if (stride == 1 && n > 0) return extremum_chunk<In, Op>(x, n, first);

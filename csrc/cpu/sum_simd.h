@@ -27,6 +27,12 @@ struct Extrema {
   T min, max;
 };
 
+// logsumexp's parts of a run: its maximum and the sum of exp(x - max).
+template <class T>
+struct ExpSum {
+  T max, sum;
+};
+
 // The kernels of one element type: In its storage (16-bit floats as their bits), S the type its
 // sums are taken in, E the type of its extrema. A null entry has no kernel (sums of 8- to 32-bit
 // integers, exact sums of integers): reduce_cpu.cpp asks only for those its ops have.
@@ -48,6 +54,9 @@ struct TypeKernels {
   Extrema<E> (*extremum[3])(const In*, int64_t);
   // The first position of an element equal to v (of a NaN when v is NaN) in a run; n if none.
   int64_t (*find)(const In*, int64_t, E v);
+  // logsumexp of a floating run of n >= 1 elements, in S (NaN winning the maximum; an infinite
+  // or NaN maximum has the sum 1, or 0 for -inf).
+  ExpSum<S> (*exp_sum)(const In*, int64_t);
 };
 
 struct SumKernels {
