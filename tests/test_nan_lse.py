@@ -105,7 +105,7 @@ def test_logsumexp_edges(device):
 
 @pytest.mark.parametrize("dtype", FLOATING)
 def test_logsumexp_cpu_runs_to_a_few_ulps(dtype):
-    """The CPU's vector exp (sum_simd's exp_sum) over contiguous runs: lengths around its vector
+    """The CPU's vector exp (sum_simd's exp_sum and exp_sum_columns) over rows and columns: lengths around its vector
     rows, 16-row blocks and 64K chunks, elements spread from the maximum down past exp's normal
     range (spreads of 1 to 30), -inf among them; each row within a few rounding units of a float64 logsumexp: the
     float (double) sum of exp(x - max) >= 1 then log, so 2u relative for the two roundings
@@ -121,11 +121,16 @@ def test_logsumexp_cpu_runs_to_a_few_ulps(dtype):
         x[torch.rand(rows, n, generator=gen) < 0.05] = float("-inf")
         x[:, 0] = 0.0  # a finite maximum in every row
         x = x.to(dtype)
-        got = torch_reduce.logsumexp(x, 1).double()
-        want = torch.logsumexp(x.double(), 1)
-        tol = 2 * out_u * want.abs() + 64 * u
-        err = (got - want).abs()
-        assert bool((err <= tol).all()), f"n={n}: error {err.max().item():.3g} (bound {tol.min().item():.3g}), seed {seed}"
+        # rows, and the same as columns of (n, rows) (its columns kernel, 16 or 3 wide: a vector
+        # block and a padded tail), and (n, 37) columns
+        y = torch.randn(n, 37, generator=gen, dtype=torch.float64).mul(spread[:1].item() * 4).to(dtype)
+        for what, data, dim in (("rows", x, 1), ("columns", x.t().contiguous(), 0), ("37 columns", y, 0)):
+            got = torch_reduce.logsumexp(data, dim).double()
+            want = torch.logsumexp(data.double(), dim)
+            tol = 2 * out_u * want.abs() + 64 * u
+            err = (got - want).abs()
+            assert bool((err <= tol).all()), (
+                f"n={n} {what}: error {err.max().item():.3g} (bound {tol.min().item():.3g}), seed {seed}")
 
 
 @pytest.mark.parametrize("device", DEVICES)

@@ -445,6 +445,15 @@ void reduce_columns(const In* x, const Layout3& l, const Sink& out) {
     const int64_t i0 = s * kWidth, width = std::min(kWidth, l.inner - i0);
     const In* base = x + o * l.in_outer + i0 * l.in_inner;
     const int64_t end = std::min(l.reduced, (g + 1) * kSegment);
+    if constexpr (kSimdExpSum<In, Mid, Op>) {  // logsumexp: sum_simd's columns kernel
+      if (l.in_inner == 1) {
+        simd::ExpSum<typename Op::value_t> e[kWidth];
+        kernels_of<In>().exp_sum_columns(simd_run(base + g * kSegment * l.in_reduced), l.in_reduced,
+                                         end - g * kSegment, width, e);
+        for (int64_t j = 0; j < width; ++j) acc[j] = {e[j].max, e[j].sum};
+        return width;
+      }
+    }
     Acc low[kWidth];
     std::fill(acc, acc + width, Op::identity());
     for (int64_t r1 = g * kSegment; r1 < end; r1 += kStep) {

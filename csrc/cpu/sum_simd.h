@@ -57,6 +57,8 @@ struct TypeKernels {
   // logsumexp of a floating run of n >= 1 elements, in S (NaN winning the maximum; an infinite
   // or NaN maximum has the sum 1, or 0 for -inf).
   ExpSum<S> (*exp_sum)(const In*, int64_t);
+  // The same over `rows` rows of `width` adjacent columns, row r at x + r * ld, into out[0, width).
+  void (*exp_sum_columns)(const In*, int64_t ld, int64_t rows, int64_t width, ExpSum<S>* out);
 };
 
 struct SumKernels {

@@ -667,6 +667,64 @@ inline auto exp_sum_run(const typename L::In* x, int64_t n) {
   return ExpSum<A>{m, lane_tree(top)};
 }
 
+// logsumexp over `rows` rows of `width` adjacent columns (the r-th row's at x + r * ld), into
+// out[0, width): a block of columns at a time, its maximum over the rows in vector lanes (a NaN
+// mask beside, as extremum_run's), then over the same rows again (a block of 4 vectors by 256
+// rows is 32 KB: from L1) the sum of exp(x - max), 16 rows into a first level. Lanes with an infinite or NaN maximum get
+// exp_sum_run's {max, 1 or 0}. (The generic operator: a scalar exp an element and a rescaling
+// whenever a column's maximum grew.)
+template <class L, int kVecs>
+[[gnu::always_inline]] inline void exp_sum_block(const typename L::In* x, int64_t ld, int64_t rows,
+                                                  ExpSum<std::remove_reference_t<decltype(typename L::V{}[0])>>* out) {
+  using V = typename L::V;
+  using A = std::remove_reference_t<decltype(V{}[0])>;
+  using M = decltype(V{} != V{});
+  constexpr int kW = int(sizeof(V) / sizeof(A));
+  V m[kVecs], s[kVecs];
+  M nan[kVecs];
+  for (int k = 0; k < kVecs; ++k) {
+    m[k] = V{} - std::numeric_limits<A>::infinity();
+    s[k] = V{};
+    nan[k] = M{};
+  }
+  for (int64_t r = 0; r < rows; ++r)
+    for (int k = 0; k < kVecs; ++k) {
+      const V v = L::load(x + r * ld + k * kW);
+      m[k] = v > m[k] ? v : m[k];
+      nan[k] |= v != v;
+    }
+  for (int64_t r1 = 0; r1 < rows; r1 += 16) {  // 16 rows at a time, then into s (as a cascade)
+    V low[kVecs];
+    for (V& v : low) v = V{};
+    for (int64_t r = r1; r < std::min(rows, r1 + 16); ++r)
+      for (int k = 0; k < kVecs; ++k) low[k] += exp_nonpositive(L::load(x + r * ld + k * kW) - m[k]);
+    for (int k = 0; k < kVecs; ++k) s[k] += low[k];
+  }
+  for (int k = 0; k < kVecs; ++k)
+    for (int j = 0; j < kW; ++j) {
+      const A mj = nan[k][j] ? std::numeric_limits<A>::quiet_NaN() : m[k][j];
+      const bool finite = mj - mj == 0;
+      out[k * kW + j] = {mj, finite ? s[k][j] : mj == -std::numeric_limits<A>::infinity() ? A(0) : A(1)};
+    }
+}
+
+template <class L, class A = std::remove_reference_t<decltype(typename L::V{}[0])>>
+void exp_sum_columns(const typename L::In* x, int64_t ld, int64_t rows, int64_t width, ExpSum<A>* out) {
+  using In = typename L::In;
+  constexpr int kW = int(sizeof(typename L::V) / sizeof(A));
+  constexpr int kVecs = 128 / kBytes;
+  int64_t j = 0;
+  for (; j + kVecs * kW <= width; j += kVecs * kW) exp_sum_block<L, kVecs>(x + j, ld, rows, out + j);
+  for (; j + kW <= width; j += kW) exp_sum_block<L, 1>(x + j, ld, rows, out + j);
+  if (j < width) {  // the last columns, copied row by row into one padded vector's worth
+    std::vector<In> pad(rows * kW);
+    for (int64_t r = 0; r < rows; ++r) std::memcpy(pad.data() + r * kW, x + r * ld + j, (width - j) * sizeof(In));
+    ExpSum<A> t[kW];
+    exp_sum_block<L, 1>(pad.data(), kW, rows, t);
+    std::copy(t, t + (width - j), out + j);
+  }
+}
+
 // A type's table: L loads its sums' elements, LE its extrema's (int64 sums wrap in unsigned
 // lanes; its extrema compare signed ones); the sums, nansum, sumsq and exact entries only where
 // given.
@@ -685,7 +743,10 @@ constexpr auto type_kernels(void (*exact)(const typename LE::In*, int64_t, Exact
   t.extremum[1] = &extremum_run<LE, 1>;
   t.extremum[2] = &extremum_run<LE, 2>;
   t.find = &find_run<LE, E>;
-  if constexpr (kFloat) t.exp_sum = &exp_sum_run<L>;
+  if constexpr (kFloat) {
+    t.exp_sum = &exp_sum_run<L>;
+    t.exp_sum_columns = &exp_sum_columns<L>;
+  }
   return t;
 }
 
