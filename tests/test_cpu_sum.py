@@ -29,7 +29,9 @@ def _data(shape, dtype, gen):
 def _results(x, dim):
     ops = [torch_reduce.sum(x) if dim is None else torch_reduce.sum(x, dim)]
     if x.dtype.is_floating_point:
-        ops += [torch_reduce.mean(x, dim), torch_reduce.amax(x, dim), torch_reduce.var(x, dim)]
+        ops += [torch_reduce.mean(x, dim), torch_reduce.amax(x, dim), torch_reduce.var(x, dim),
+                torch_reduce.logsumexp(x, tuple(range(x.dim())) if dim is None else dim),
+                torch_reduce.prod(1 + x * 0.01) if dim is None else torch_reduce.prod(1 + x * 0.01, dim)]
     return ops
 
 
@@ -51,21 +53,22 @@ def test_bits_do_not_depend_on_threads(shape, dim, dtype):
 
 
 def _isa_ops(x, d):
-    """The ops whose runs sum_simd sums: sum, nansum (with NaNs put in), vector_norm and
-    logsumexp (its exp in vectors)."""
+    """The ops whose runs sum_simd takes: sum, nansum (with NaNs put in), vector_norm,
+    logsumexp (its exp in vectors) and prod (of values near 1)."""
     args = () if d is None else (d,)
     out = [torch_reduce.sum(x, *args)]
     if x.is_floating_point():
         y = x.clone()
         y.view(-1)[::7] = float("nan")
         out += [torch_reduce.nansum(y, *args), torch_reduce.vector_norm(x, dim=d),
-                torch_reduce.logsumexp(x * 8, tuple(range(x.dim())) if d is None else d)]
+                torch_reduce.logsumexp(x * 8, tuple(range(x.dim())) if d is None else d),
+                torch_reduce.prod(1 + x * 0.01, *args)]
     return out
 
 
 def test_bits_do_not_depend_on_the_instruction_set(tmp_path):
     """The baseline build of the SIMD sums (TREDUCE_CPU_ISA=base) against the one this CPU gets:
-    sums, nansums, 2-norms and logsumexp."""
+    sums, nansums, 2-norms, logsumexp and prod."""
     gen, seed = fresh_generator("cpu")
     inputs = [(_data(shape, dtype, gen), dim) for shape, dim in CASES for dtype in DTYPES[:5]]
     torch.save(inputs, tmp_path / "inputs.pt")

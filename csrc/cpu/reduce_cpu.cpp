@@ -166,12 +166,20 @@ inline constexpr bool kSimdSumOf =
      std::is_same_v<In, double>) &&
     std::is_same_v<typename Op::acc_t, std::conditional_t<std::is_same_v<In, double>, double, float>>;
 
+// A contiguous floating run's product: sum_simd's Product.
+template <class In, class Mid, class Op>
+inline constexpr bool kSimdProd =
+    std::is_same_v<In, Mid> && std::is_same_v<Op, ProdOp<typename Op::acc_t>> &&
+    (std::is_same_v<In, float> || std::is_same_v<In, c10::Half> || std::is_same_v<In, c10::BFloat16> ||
+     std::is_same_v<In, double>) &&
+    std::is_same_v<typename Op::acc_t, std::conditional_t<std::is_same_v<In, double>, double, float>>;
+
 // A contiguous run of a sum that sum_simd.h takes `rows` runs at a time (whole tensors' float32
 // and float64 sums excepted: one run each).
 template <class In, class Mid, class Op>
 inline constexpr bool kSimdRows = (kSimdSum<In, Mid, Op> && !std::is_same_v<Op, WideFloatSumOp> &&
                                    !std::is_same_v<Op, CompensatedSumOp>) ||
-                                  kSimdSumOf<In, Mid, Op>;
+                                  kSimdSumOf<In, Mid, Op> || kSimdProd<In, Mid, Op>;
 
 // This CPU's sum_simd kernels for elements of type In, and a run of In as they take it (16-bit
 // floats as their bits): one table a type, for every entry point below.
@@ -194,12 +202,13 @@ auto simd_run(const In* x) {
   else return x;
 }
 
-// Op's kernel for `rows` runs (kSimdRows): the sum, nansum or sum of squares of its type.
+// Op's kernel for `rows` runs (kSimdRows): the sum, nansum, sum of squares or product of its type.
 template <class In, class Op>
 auto rows_kernel() {
   const auto& t = kernels_of<In>();
   if constexpr (std::is_same_v<Op, NanSumOp<typename Op::acc_t>>) return t.nansum;
   else if constexpr (std::is_same_v<Op, NormOp<typename Op::acc_t, NormOrd::Two>>) return t.sumsq;
+  else if constexpr (std::is_same_v<Op, ProdOp<typename Op::acc_t>>) return t.prod;
   else return t.sum;
 }
 
@@ -287,7 +296,7 @@ A reduce_one(const A& a, V v, int64_t i) {
 
 template <class In, class Mid, class Op>
 typename Op::acc_t chunk_reduce(const In* x, int64_t n, int64_t stride, int64_t first = 0) {
-  if constexpr (kSimdSum<In, Mid, Op> || kSimdSumOf<In, Mid, Op>) {
+  if constexpr (kSimdSum<In, Mid, Op> || kSimdSumOf<In, Mid, Op> || kSimdProd<In, Mid, Op>) {
     if (stride == 1) return simd_sum<In, Op>(x, n);
   }
   if constexpr (kSimdExpSum<In, Mid, Op>) {

@@ -41,10 +41,12 @@ struct TypeKernels {
   // Sums of `rows` runs of n elements, the r-th at x + r * ld, into out[r]; one run is rows = 1.
   // Short runs (rows of 128 elements) a call, not a call each: the call and the cascade's outer
   // levels cost as much as reading them. sum: the elements as they are (int64 wraps, as torch's
-  // sum); nansum: NaN as 0; sumsq: squared (vector_norm, ord 2). The same lanes and cascade each.
+  // sum); nansum: NaN as 0; sumsq: squared (vector_norm, ord 2). The same lanes and cascade each;
+  // prod the same lanes, multiplied.
   void (*sum)(const In*, int64_t n, int64_t rows, int64_t ld, S* out);
   void (*nansum)(const In*, int64_t n, int64_t rows, int64_t ld, S* out);
   void (*sumsq)(const In*, int64_t n, int64_t rows, int64_t ld, S* out);
+  void (*prod)(const In*, int64_t n, int64_t rows, int64_t ld, S* out);  // the product (floats)
   // variant="exact": the run's elements added into *acc, exactly (exact.h), the same words on
   // every instruction set.
   void (*exact)(const In*, int64_t, ExactAcc*);

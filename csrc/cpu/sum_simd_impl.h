@@ -191,6 +191,47 @@ struct Cascade {
   }
 };
 
+// prod of runs: 128 bytes of lanes of products, then a tree of the lanes (Cascade's shape; no
+// levels: a product's relative error grows with its count of multiplies however they group).
+// The last, partial row zero-padded and its padding's lanes taken as 1. (The generic loop: float32
+// rows of 128 at 0.52x torch.prod's speed on one Xeon thread.)
+template <class L>
+struct Product {
+  using C = Cascade<L>;
+  using V = typename C::V;
+  using A = typename C::A;
+  [[gnu::always_inline]] static A run(const typename L::In* x, int64_t n) {
+    constexpr int kVecs = C::kVecs, kWidth = C::kWidth;
+    constexpr int64_t kRow = C::kRow;
+    V acc[kVecs];
+    for (V& v : acc) v = V{} + A(1);
+    const int64_t rows = n / kRow;
+    for (int64_t r = 0; r < rows; ++r)
+      for (int k = 0; k < kVecs; ++k) acc[k] *= L::load(x + r * kRow + k * kWidth);
+    if (const int64_t tail = n - rows * kRow; tail > 0) {
+      typename L::In pad[kRow] = {};
+      std::memcpy(pad, x + rows * kRow, tail * sizeof pad[0]);
+      V lane;
+      for (int j = 0; j < kWidth; ++j) lane[j] = A(j);
+      for (int k = 0; k < kVecs; ++k) {
+        const V e = L::load(pad + k * kWidth);
+        acc[k] *= lane + A(k * kWidth) < A(tail) ? e : V{} + A(1);
+      }
+    }
+    for (int w = kVecs / 2; w > 0; w /= 2)
+      for (int k = 0; k < w; ++k) acc[k] *= acc[k + w];
+    A lane[kWidth];
+    for (int j = 0; j < kWidth; ++j) lane[j] = acc[0][j];
+    for (int w = kWidth / 2; w > 0; w /= 2)
+      for (int j = 0; j < w; ++j) lane[j] *= lane[j + w];
+    return lane[0];
+  }
+  template <class S>
+  static void rows(const typename L::In* x, int64_t n, int64_t rows, int64_t ld, S* out) {
+    for (int64_t r = 0; r < rows; ++r) out[r] = S(run(x + r * ld, n));
+  }
+};
+
 // nansum's elements: NaN read as 0.
 template <class L>
 struct NanAsZero {
@@ -737,6 +778,7 @@ constexpr auto type_kernels(void (*exact)(const typename LE::In*, int64_t, Exact
   if constexpr (kFloat) {
     t.nansum = &Cascade<NanAsZero<L>>::template rows<S>;
     t.sumsq = &Cascade<Squared<L>>::template rows<S>;
+    t.prod = &Product<L>::template rows<S>;
   }
   t.exact = exact;
   t.extremum[0] = &extremum_run<LE, 0>;
