@@ -251,18 +251,32 @@ template <class A, bool kMax> struct ExtremumOf<ArgExtremumOp<A, kMax>> {
   static constexpr Extremum kind = Extremum::Position;
   static constexpr bool max = kMax;
 };
-template <class A> struct ExtremumOf<MinMaxOp<A>> { static constexpr Extremum kind = Extremum::Both; };
+template <class A> struct ExtremumOf<MinMaxOp<A>> {
+  static constexpr Extremum kind = Extremum::Both;
+  static constexpr bool max = true;  // (both: which = 2)
+};
+
+// The extrema of a run of In as sum_simd gives them (16-bit floats as floats).
+template <class In>
+using ExtremaOf = simd::Extrema<std::conditional_t<Lowp<In>::value, float, In>>;
 
 // which: 0 the minimum, 1 the maximum, 2 both.
 template <class In>
-auto simd_extrema(const In* x, int64_t n, int which) {
-  return kernels_of<In>().extremum[which](simd_run(x), n);
+ExtremaOf<In> simd_extrema(const In* x, int64_t n, int which) {
+  ExtremaOf<In> e;
+  kernels_of<In>().extremum[which](simd_run(x), n, 1, n, &e);
+  return e;
 }
 
 template <class In, class T>
 int64_t simd_find(const In* x, int64_t n, T v) {
   return kernels_of<In>().find(simd_run(x), n, v);
 }
+
+// Short rows of amax, amin and aminmax take sum_simd's extrema a block of rows a call (reduce_rows).
+template <class In, class Mid, class Op>
+inline constexpr bool kSimdExtremaRows = kSimdExtremum<In> && std::is_same_v<In, Mid> &&
+                                         (ExtremumOf<Op>::kind == Extremum::Value || ExtremumOf<Op>::kind == Extremum::Both);
 
 template <class In, class Op>
 typename Op::acc_t extremum_chunk(const In* x, int64_t n, int64_t first) {
@@ -385,6 +399,27 @@ struct Sink {
       if (second) store(second, second_dtype<Op>(dtype, DType::Int64), i, Op::project2(v, args));
     }
   }
+  // put(i0 + k * step, v[k]) for k < m, the dtype's switch once (short rows: it was per element,
+  // with the sink's fields reloaded after every store, about a third of amax's time over rows of
+  // 32).
+  template <class Op, class A>
+  void put_block(int64_t i0, int64_t step, const A* v, int64_t m) const {
+    if constexpr (Op::kOutputs == 2) {
+      for (int64_t k = 0; k < m; ++k) put<Op>(i0 + k * step, v[k]);
+    } else {
+      const ProjectArgs a = args;
+      switch (dtype) {
+#define TREDUCE_STORE_BLOCK(D)                                                                            \
+  case DType::D: {                                                                                       \
+    auto* p = static_cast<ctype_t<DType::D>*>(ptr) + i0;                                                 \
+    for (int64_t k = 0; k < m; ++k) p[k * step] = element_cast<ctype_t<DType::D>>(Op::project(v[k], a)); \
+    break;                                                                                               \
+  }
+        TREDUCE_DTYPES(TREDUCE_STORE_BLOCK)
+#undef TREDUCE_STORE_BLOCK
+      }
+    }
+  }
 };
 
 // Rows (inner == 1; a full reduction is one row): each row in chunks of kChunk on all threads,
@@ -402,17 +437,32 @@ void reduce_rows(const In* x, const Layout3& l, const Sink& out) {
   };
   // Short rows: several per task, so that a task reads at least ~32K elements.
   const int64_t grain = std::max<int64_t>(1, (int64_t(1) << 15) / std::min(l.reduced, kChunk));
-  if constexpr (kSimdRows<In, Mid, Chunk>) {
-    // Contiguous short rows whose sums sum_simd has: a block of rows a kernel call.
+  if constexpr (kSimdRows<In, Mid, Chunk> || kSimdExtremaRows<In, Mid, Op>) {
+    // Contiguous short rows of the sums, amax, amin and aminmax sum_simd has: a block of rows a
+    // kernel call.
     if (chunks == 1 && l.in_reduced == 1) {
-      constexpr int64_t kBlock = 64;
-      const auto kernel = rows_kernel<In, Chunk>();
       at::parallel_for(0, l.outer, grain, [&](int64_t begin, int64_t end) {
-        typename Chunk::acc_t sums[kBlock];
+        constexpr int64_t kBlock = 64;
         for (int64_t o = begin; o < end; o += kBlock) {
           const int64_t m = std::min(kBlock, end - o);
-          kernel(simd_run(x + o * l.in_outer), l.reduced, m, l.in_outer, sums);
-          for (int64_t i = 0; i < m; ++i) out.put<Op>((o + i) * l.out_outer, Acc(sums[i]));
+          const auto run = simd_run(x + o * l.in_outer);
+          Acc acc[kBlock];
+          if constexpr (kSimdRows<In, Mid, Chunk>) {
+            typename Chunk::acc_t sums[kBlock];
+            rows_kernel<In, Chunk>()(run, l.reduced, m, l.in_outer, sums);
+            for (int64_t i = 0; i < m; ++i) acc[i] = Acc(sums[i]);
+          } else {
+            using E = ExtremumOf<Op>;
+            constexpr int kWhich = E::kind == Extremum::Both ? 2 : int(E::max);
+            ExtremaOf<In> e[kBlock];
+            kernels_of<In>().extremum[kWhich](run, l.reduced, m, l.in_outer, e);
+            using A = typename Op::value_t;
+            for (int64_t i = 0; i < m; ++i) {
+              if constexpr (E::kind == Extremum::Both) acc[i] = Acc{A(e[i].min), A(e[i].max)};
+              else acc[i] = Acc(A(E::max ? e[i].max : e[i].min));
+            }
+          }
+          out.put_block<Op>(o * l.out_outer, l.out_outer, acc, m);
         }
       });
       return;

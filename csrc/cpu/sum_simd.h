@@ -50,10 +50,10 @@ struct TypeKernels {
   // variant="exact": the run's elements added into *acc, exactly (exact.h), the same words on
   // every instruction set.
   void (*exact)(const In*, int64_t, ExactAcc*);
-  // Extrema of a run of n >= 1 elements, NaN winning (NaN, both halves, when the run has one):
-  // [0] the minimum, [1] the maximum, [2] both (the others' unused half is the type's top or
-  // bottom); 16-bit floats as floats. Lanes are free here: nothing rounds.
-  Extrema<E> (*extremum[3])(const In*, int64_t);
+  // Extrema of `rows` runs of n >= 1 elements (as sum), NaN winning (NaN, both halves, when the
+  // run has one): [0] the minimum, [1] the maximum, [2] both (the others' unused half is the
+  // type's top or bottom); 16-bit floats as floats. Lanes are free here: nothing rounds.
+  void (*extremum[3])(const In*, int64_t n, int64_t rows, int64_t ld, Extrema<E>* out);
   // The first position of an element equal to v (of a NaN when v is NaN) in a run; n if none.
   int64_t (*find)(const In*, int64_t, E v);
   // logsumexp of a floating run of n >= 1 elements, in S (NaN winning the maximum; an infinite

@@ -548,8 +548,82 @@ template <bool kLo, bool kHi, bool kFloat, class V, class M>
   if constexpr (kFloat) nan |= v != v;
 }
 
+// Whether any lane of a compare's mask is set: one movemask on x86 (the lanes one by one were a
+// chain of extracts and ors).
+template <class M>
+[[gnu::always_inline]] inline bool any_lane(const M& m) {
+#if TREDUCE_SIMD_X86
+  if constexpr (sizeof(M) == 32) return _mm256_movemask_epi8(bit_cast_vec<__m256i>(m)) != 0;
+  else return _mm_movemask_epi8(bit_cast_vec<__m128i>(m)) != 0;
+#else
+  constexpr int kW = int(sizeof(M) / sizeof(m[0]));
+  auto any = m[0];
+  for (int j = 1; j < kW; ++j) any |= m[j];
+  return any != 0;
+#endif
+}
+
+// 16-byte vectors of T (an attribute on a dependent type would be dropped).
+template <class T>
+struct Vec16;
+#define TREDUCE_VEC16(T)                                    \
+  template <>                                               \
+  struct Vec16<T> {                                         \
+    typedef T type __attribute__((vector_size(16)));        \
+  };
+TREDUCE_VEC16(float)
+TREDUCE_VEC16(double)
+TREDUCE_VEC16(int8_t)
+TREDUCE_VEC16(uint8_t)
+TREDUCE_VEC16(int16_t)
+TREDUCE_VEC16(int32_t)
+TREDUCE_VEC16(int64_t)
+#undef TREDUCE_VEC16
+
+#if TREDUCE_SIMD_X86
+// A 16-byte vector moved down by kBytes bytes (zeros shifted in).
+template <int kBytes, class V>
+[[gnu::always_inline]] inline V shifted(const V& v) {
+  return bit_cast_vec<V>(_mm_srli_si128(bit_cast_vec<__m128i>(v), kBytes));
+}
+#endif
+
+// The largest (kMax) or smallest lane of v, as a tree: the vector's halves against each other
+// down to 16 bytes, then (x86) against itself shifted down by 8, 4, ... bytes. (A chain of a
+// compare a lane, and GCC's code for a tree over arrays or shuffles by masks it built at run
+// time, were most of the time of short rows.)
+template <bool kMax, class V>
+[[gnu::always_inline]] inline auto fold_extremum(const V& v) {
+  using T = std::remove_reference_t<decltype(V{}[0])>;
+  [[maybe_unused]] constexpr int kW = int(sizeof(V) / sizeof(T));
+  const auto pick = [](const auto& a, const auto& b) -> std::decay_t<decltype(a)> {
+    return kMax ? (b > a ? b : a) : (b < a ? b : a);
+  };
+  if constexpr (sizeof(V) > 16) {
+    static_assert(sizeof(V) == 32, "a 32-byte vector");
+    using H = typename Vec16<T>::type;
+    H a, b;
+    std::memcpy(&a, &v, sizeof a);
+    std::memcpy(&b, reinterpret_cast<const char*>(&v) + sizeof a, sizeof b);
+    return fold_extremum<kMax>(pick(a, b));
+  } else {
+#if TREDUCE_SIMD_X86  // lane j against lane j + w: the vector shifted down by w lanes' bytes
+    static_assert(sizeof(V) == 16, "a 16-byte vector");
+    V r = pick(v, shifted<8>(v));
+    if constexpr (sizeof(T) <= 4) r = pick(r, shifted<4>(r));
+    if constexpr (sizeof(T) <= 2) r = pick(r, shifted<2>(r));
+    if constexpr (sizeof(T) == 1) r = pick(r, shifted<1>(r));
+    return T(r[0]);
+#else
+    T r = v[0];
+    for (int j = 1; j < kW; ++j) r = kMax ? (v[j] > r ? v[j] : r) : (v[j] < r ? v[j] : r);
+    return r;
+#endif
+  }
+}
+
 template <class L, int kWhich>
-inline auto extremum_run(const typename L::In* x, int64_t n) {
+[[gnu::always_inline]] inline auto extremum_run(const typename L::In* x, int64_t n) {
   using V = typename L::V;
   using T = std::remove_reference_t<decltype(V{}[0])>;
   using M = decltype(V{} != V{});
@@ -579,17 +653,17 @@ inline auto extremum_run(const typename L::In* x, int64_t n) {
     lo[0] = lo[k] < lo[0] ? lo[k] : lo[0];
     hi[0] = hi[k] > hi[0] ? hi[k] : hi[0];
   }
+  // Then the lanes, as trees (a chain of kW compares was most of a row of 128's time).
   if constexpr (kFloat) {
-    auto any = nan[0];
-    for (int j = 1; j < kW; ++j) any |= nan[j];
-    if (any) return Extrema<T>{std::numeric_limits<T>::quiet_NaN(), std::numeric_limits<T>::quiet_NaN()};
+    if (any_lane(nan)) return Extrema<T>{std::numeric_limits<T>::quiet_NaN(), std::numeric_limits<T>::quiet_NaN()};
   }
-  Extrema<T> r{lo[0][0], hi[0][0]};
-  for (int j = 1; j < kW; ++j) {
-    r.min = lo[0][j] < r.min ? lo[0][j] : r.min;
-    r.max = hi[0][j] > r.max ? hi[0][j] : r.max;
-  }
-  return r;
+  return Extrema<T>{kLo ? fold_extremum<false>(lo[0]) : kTop, kHi ? fold_extremum<true>(hi[0]) : kBottom};
+}
+
+// TypeKernels' extremum: `rows` runs, the r-th at x + r * ld (short rows a call, as the sums).
+template <class L, int kWhich, class T = std::remove_reference_t<decltype(typename L::V{}[0])>>
+void extremum_rows(const typename L::In* x, int64_t n, int64_t rows, int64_t ld, Extrema<T>* out) {
+  for (int64_t r = 0; r < rows; ++r) out[r] = extremum_run<L, kWhich>(x + r * ld, n);
 }
 
 // The first position in a run of an element equal to v (of a NaN, when v is NaN); n if none.
@@ -781,9 +855,9 @@ constexpr auto type_kernels(void (*exact)(const typename LE::In*, int64_t, Exact
     t.prod = &Product<L>::template rows<S>;
   }
   t.exact = exact;
-  t.extremum[0] = &extremum_run<LE, 0>;
-  t.extremum[1] = &extremum_run<LE, 1>;
-  t.extremum[2] = &extremum_run<LE, 2>;
+  t.extremum[0] = &extremum_rows<LE, 0>;
+  t.extremum[1] = &extremum_rows<LE, 1>;
+  t.extremum[2] = &extremum_rows<LE, 2>;
   t.find = &find_run<LE, E>;
   if constexpr (kFloat) {
     t.exp_sum = &exp_sum_run<L>;
