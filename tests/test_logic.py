@@ -343,6 +343,32 @@ def test_indexed_far_ties(device, dtype):
 RUN_LENGTHS = (1, 2, 7, 8, 9, 15, 16, 17, 31, 33, 63, 64, 65, 127, 129, 257, 65_535, 65_537, 131_075)
 
 
+def check_extrema_wide_columns(seed: int) -> None:
+    """Columns of rows of 4 KB and more (taken 16 rows at a time across the row): a special value
+    (above all, below all, NaN) in some columns at rows around the groups of 16, amax, amin and
+    aminmax over dim 0 equal to torch's."""
+    gen = torch.Generator().manual_seed(seed)
+    for dtype in FLOATING + (torch.int8, torch.int32, torch.int64):
+        for rows, width in ((1, 4100), (17, 2051), (40, 1100 * 4 // dtype.itemsize + 3)):
+            if dtype.is_floating_point:
+                x = torch.randn(rows, width, generator=gen).to(dtype)
+                specials = (10.0, -10.0, float("nan"))
+            else:
+                info = torch.iinfo(dtype)
+                x = torch.randint(max(info.min, -50), 50, (rows, width), generator=gen).to(dtype)
+                specials = (info.max, info.min)
+            cols = torch.randint(0, width, (12,), generator=gen).tolist() + [0, width - 1]
+            for k, c in enumerate(cols):
+                r = (0, 15, 16, 17, rows - 1)[k % 5] % rows
+                x[r, c] = specials[k % len(specials)]
+            what = f"({rows}, {width}) {dtype} seed {seed}"
+            for op in ("amax", "amin"):
+                _check(getattr(torch_reduce, op)(x, 0), getattr(torch, op)(x, 0), f"{op} {what}")
+            got, want = torch_reduce.aminmax(x, dim=0), torch.aminmax(x, dim=0)
+            _check(got.min, want.min, f"aminmax {what}")
+            _check(got.max, want.max, f"aminmax {what}")
+
+
 def check_extrema_runs(seed: int) -> None:
     """Each row of a (rows, n) tensor holds a value above every other (or below, or a NaN) at
     another position (first, last, around vector and chunk edges, random), with a later copy in
@@ -375,6 +401,14 @@ def check_extrema_runs(seed: int) -> None:
                     got, want = torch_reduce.aminmax(x, **args), torch.aminmax(x, **args)
                     _check(got.min, want.min, f"aminmax {args} {what}")
                     _check(got.max, want.max, f"aminmax {args} {what}")
+                # the same values as columns (dim 0 of the transpose, made contiguous): the
+                # columns kernel, its whole vectors and its padded last columns
+                xt = x.t().contiguous()
+                for op in ("amax", "amin"):
+                    _check(getattr(torch_reduce, op)(xt, 0), getattr(torch, op)(xt, 0), f"{op} columns {what}")
+                got, want = torch_reduce.aminmax(xt, dim=0), torch.aminmax(xt, dim=0)
+                _check(got.min, want.min, f"aminmax columns {what}")
+                _check(got.max, want.max, f"aminmax columns {what}")
                 for op in ("max", "min"):
                     got, want = getattr(torch_reduce, op)(x, -1), getattr(torch, op)(x, -1)
                     _check(got.values, want.values, f"{op} {what}")
@@ -386,14 +420,16 @@ def check_extrema_runs(seed: int) -> None:
 
 @pytest.mark.parametrize("isa", ("this CPU's", "base"))
 def test_cpu_extrema_runs(isa, tmp_path):
-    """check_extrema_runs on the vector kernels this CPU gets and on the baseline build's
-    (TREDUCE_CPU_ISA=base, in a process of its own)."""
+    """check_extrema_runs and check_extrema_wide_columns on the vector kernels this CPU gets and
+    on the baseline build's (TREDUCE_CPU_ISA=base, in a process of its own)."""
     _, seed = fresh_generator("cpu")
     if isa != "base":
         check_extrema_runs(seed)
+        check_extrema_wide_columns(seed)
         return
     here = os.path.dirname(os.path.abspath(__file__))
-    script = f"import sys; sys.path.insert(0, {here!r}); import test_logic; test_logic.check_extrema_runs({seed})"
+    script = (f"import sys; sys.path.insert(0, {here!r}); import test_logic; test_logic.check_extrema_runs({seed}); "
+              f"test_logic.check_extrema_wide_columns({seed})")
     subprocess.run([sys.executable, "-c", script], check=True, env=dict(os.environ, TREDUCE_CPU_ISA="base"))
 
 

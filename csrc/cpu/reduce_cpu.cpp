@@ -504,6 +504,21 @@ void reduce_columns(const In* x, const Layout3& l, const Sink& out) {
     const int64_t i0 = s * kWidth, width = std::min(kWidth, l.inner - i0);
     const In* base = x + o * l.in_outer + i0 * l.in_inner;
     const int64_t end = std::min(l.reduced, (g + 1) * kSegment);
+    if constexpr (kSimdExtremaRows<In, Mid, Op>) {  // amax, amin, aminmax: sum_simd's columns kernel
+      if (l.in_inner == 1) {
+        using E = ExtremumOf<Op>;
+        constexpr int kWhich = E::kind == Extremum::Both ? 2 : int(E::max);
+        using A = typename Op::value_t;
+        ExtremaOf<In> e[kWidth];
+        kernels_of<In>().extremum_columns[kWhich](simd_run(base + g * kSegment * l.in_reduced), l.in_reduced,
+                                                  end - g * kSegment, width, e);
+        for (int64_t j = 0; j < width; ++j) {
+          if constexpr (E::kind == Extremum::Both) acc[j] = Acc{A(e[j].min), A(e[j].max)};
+          else acc[j] = Acc(A(E::max ? e[j].max : e[j].min));
+        }
+        return width;
+      }
+    }
     if constexpr (kSimdExpSum<In, Mid, Op>) {  // logsumexp: sum_simd's columns kernel
       if (l.in_inner == 1) {
         simd::ExpSum<typename Op::value_t> e[kWidth];

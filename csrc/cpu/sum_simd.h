@@ -54,6 +54,8 @@ struct TypeKernels {
   // run has one): [0] the minimum, [1] the maximum, [2] both (the others' unused half is the
   // type's top or bottom); 16-bit floats as floats. Lanes are free here: nothing rounds.
   void (*extremum[3])(const In*, int64_t n, int64_t rows, int64_t ld, Extrema<E>* out);
+  // The same over `rows` rows of `width` adjacent columns, row r at x + r * ld, into out[0, width).
+  void (*extremum_columns[3])(const In*, int64_t ld, int64_t rows, int64_t width, Extrema<E>* out);
   // The first position of an element equal to v (of a NaN when v is NaN) in a run; n if none.
   int64_t (*find)(const In*, int64_t, E v);
   // logsumexp of a floating run of n >= 1 elements, in S (NaN winning the maximum; an infinite

@@ -662,6 +662,74 @@ template <class L, int kWhich>
   return Extrema<T>{kLo ? fold_extremum<false>(lo[0]) : kTop, kHi ? fold_extremum<true>(hi[0]) : kBottom};
 }
 
+// Extrema over `rows` rows of `width` adjacent columns (row r at x + r * ld) into out[0, width):
+// 16 rows at a time across all the columns where rows are long (long reads of each row), a
+// block of 128 bytes of columns in registers for the group's rows, each lane `v > m ? v : m` and a NaN mask as
+// extremum_run's; between groups the extrema wait in lo[] and hi[], a lane that saw a NaN holds
+// NaN, which no compare replaces. (The generic operator's compares stayed scalar: amax over
+// (65536, 128) dim 0 on 16 Xeon threads at 0.68-0.77x torch.amax's speed; all the rows of a
+// block before the next block read 64 bytes of each row, half torch's speed on (4096, 4096)
+// bfloat16.)
+template <class L, int kWhich, int kVecs, class T>
+[[gnu::always_inline]] inline void extremum_group(const typename L::In* x, int64_t ld, int64_t rows, T* lo_at,
+                                                  T* hi_at) {
+  using V = typename L::V;
+  using M = decltype(V{} != V{});
+  constexpr int kW = int(sizeof(V) / sizeof(T));
+  constexpr bool kLo = kWhich != 1, kHi = kWhich != 0, kFloat = std::is_floating_point_v<T>;
+  V lo[kVecs], hi[kVecs];
+  M nan[kVecs];
+  for (int k = 0; k < kVecs; ++k) {
+    lo[k] = load_as<V>(lo_at + k * kW);
+    hi[k] = load_as<V>(hi_at + k * kW);
+    nan[k] = M{};
+  }
+  for (int64_t r = 0; r < rows; ++r)
+    for (int k = 0; k < kVecs; ++k) take_extrema<kLo, kHi, kFloat>(lo[k], hi[k], nan[k], L::load(x + r * ld + k * kW));
+  for (int k = 0; k < kVecs; ++k) {
+    if constexpr (kFloat) {  // this group's NaNs (compares leave a NaN extremum alone after)
+      const V q = V{} + std::numeric_limits<T>::quiet_NaN();
+      lo[k] = nan[k] ? q : lo[k];
+      hi[k] = nan[k] ? q : hi[k];
+    }
+    std::memcpy(lo_at + k * kW, &lo[k], sizeof(V));
+    std::memcpy(hi_at + k * kW, &hi[k], sizeof(V));
+  }
+}
+
+template <class L, int kWhich, class T = std::remove_reference_t<decltype(typename L::V{}[0])>>
+void extremum_columns(const typename L::In* x, int64_t ld, int64_t rows, int64_t width, Extrema<T>* out) {
+  using In = typename L::In;
+  constexpr int kW = int(sizeof(typename L::V) / sizeof(T));
+  constexpr int kVecs = kWhich == 2 ? 64 / kBytes : 128 / kBytes;
+  constexpr bool kFloat = std::is_floating_point_v<T>;
+  constexpr T kTop = kFloat ? std::numeric_limits<T>::infinity() : std::numeric_limits<T>::max();
+  constexpr T kBottom = kFloat ? -std::numeric_limits<T>::infinity() : std::numeric_limits<T>::lowest();
+  // The columns in whole vectors; the last ones (fewer than a vector) padded with copies of the
+  // row's last column, which change no extremum.
+  const int64_t padded = (width + kW - 1) / kW * kW;
+  std::vector<T> lo(padded, kTop), hi(padded, kBottom);
+  std::vector<In> tail(width % kW ? std::min<int64_t>(rows, width * int64_t(sizeof(In)) >= 4096 ? 16 : rows) * kW : 0);
+  const int64_t whole = width / kW * kW;
+  // Rows of 4 KB or more 16 at a time; shorter ones (a segment of them fits L2) all at once.
+  const int64_t group = width * int64_t(sizeof(In)) >= 4096 ? 16 : rows;
+  for (int64_t r1 = 0; r1 < rows; r1 += group) {
+    const int64_t m = std::min<int64_t>(group, rows - r1);
+    const In* g = x + r1 * ld;
+    int64_t j = 0;
+    for (; j + kVecs * kW <= whole; j += kVecs * kW) extremum_group<L, kWhich, kVecs>(g + j, ld, m, &lo[j], &hi[j]);
+    for (; j < whole; j += kW) extremum_group<L, kWhich, 1>(g + j, ld, m, &lo[j], &hi[j]);
+    if (whole < width) {
+      for (int64_t r = 0; r < m; ++r) {
+        std::fill(tail.data() + r * kW, tail.data() + (r + 1) * kW, g[r * ld + width - 1]);
+        std::memcpy(tail.data() + r * kW, g + r * ld + whole, (width - whole) * sizeof(In));
+      }
+      extremum_group<L, kWhich, 1>(tail.data(), kW, m, &lo[whole], &hi[whole]);
+    }
+  }
+  for (int64_t j = 0; j < width; ++j) out[j] = {lo[j], hi[j]};
+}
+
 // TypeKernels' extremum: `rows` runs, the r-th at x + r * ld (short rows a call, as the sums).
 template <class L, int kWhich, class T = std::remove_reference_t<decltype(typename L::V{}[0])>>
 void extremum_rows(const typename L::In* x, int64_t n, int64_t rows, int64_t ld, Extrema<T>* out) {
@@ -860,6 +928,9 @@ constexpr auto type_kernels(void (*exact)(const typename LE::In*, int64_t, Exact
   t.extremum[0] = &extremum_rows<LE, 0>;
   t.extremum[1] = &extremum_rows<LE, 1>;
   t.extremum[2] = &extremum_rows<LE, 2>;
+  t.extremum_columns[0] = &extremum_columns<LE, 0>;
+  t.extremum_columns[1] = &extremum_columns<LE, 1>;
+  t.extremum_columns[2] = &extremum_columns<LE, 2>;
   t.find = &find_run<LE, E>;
   if constexpr (kFloat) {
     t.exp_sum = &exp_sum_run<L>;
