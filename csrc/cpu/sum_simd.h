@@ -1,12 +1,13 @@
-// Sums (and extrema) of contiguous runs on the CPU with explicit vectors: float32, float16 and bfloat16 in
-// float, float64 in double, int64 in int64; whole float32 sums in double after groups of eight
-// (f32_wide), whole float64 sums compensated (f64_compensated). GCC did not vectorise the
-// generic loop well (16-bit floats stayed scalar; float32 reached 0.6-0.9x of torch.sum), so
-// these loops name their vectors (GCC/Clang vector extensions). sum_simd.cpp builds them for the
-// baseline x86-64 ISA and again for AVX2 + F16C, and picks at run time, as torch's own kernels
-// do. Both builds add the same lanes in the same order (32 float lanes, 16 of double or int64; a
-// cascade of 16 rows into a second level, 16 of those into a third, as torch's cascade_sum; then
-// a fixed tree over the lanes), so the bits do not depend on the CPU, nor on the thread count.
+// Sums (and products, logsumexp, extrema) of contiguous runs and columns on the CPU with explicit
+// vectors: float32, float16 and bfloat16 in float, float64 in double, int64 in int64; whole float32
+// sums in double after groups of eight (f32_wide), whole float64 sums compensated
+// (f64_compensated). GCC did not vectorise the generic loop well (16-bit floats stayed scalar;
+// float32 reached 0.6-0.9x of torch.sum), so these loops name their vectors (GCC/Clang vector
+// extensions). sum_simd.cpp builds them for the baseline x86-64 ISA and again for AVX2 + F16C, and
+// picks at run time, as torch's own kernels do. Both builds add the same lanes in the same order
+// (32 float lanes, 16 of double or int64; a cascade of 16 rows into a second level, 16 of those
+// into a third, as torch's cascade_sum; then a fixed tree over the lanes), so the bits do not
+// depend on the CPU, nor on the thread count.
 #pragma once
 
 #include <cstdint>
