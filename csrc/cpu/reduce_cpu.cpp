@@ -157,23 +157,27 @@ inline constexpr bool kSimdSum =
      (std::is_same_v<Op, SumOp<double>> && std::is_same_v<In, double>) ||
      (std::is_same_v<Op, SumOp<int64_t>> && std::is_same_v<In, int64_t>));
 
+// A floating element type with A the type sum_simd's float kernels work in for it (double for
+// double, float for the others).
+template <class In, class A>
+inline constexpr bool kSimdFloat =
+    (std::is_same_v<In, float> || std::is_same_v<In, c10::Half> || std::is_same_v<In, c10::BFloat16> ||
+     std::is_same_v<In, double>) &&
+    std::is_same_v<A, std::conditional_t<std::is_same_v<In, double>, double, float>>;
+
 // nansum and vector_norm (ord 2) of contiguous floating runs: sum_simd's cascade over NaN-as-0 or
 // squared elements (the generic loop: 0.5-0.8x torch.nansum's and vector_norm's speed).
 template <class In, class Mid, class Op>
 inline constexpr bool kSimdSumOf =
     std::is_same_v<In, Mid> &&
     (std::is_same_v<Op, NanSumOp<typename Op::acc_t>> || std::is_same_v<Op, NormOp<typename Op::acc_t, NormOrd::Two>>) &&
-    (std::is_same_v<In, float> || std::is_same_v<In, c10::Half> || std::is_same_v<In, c10::BFloat16> ||
-     std::is_same_v<In, double>) &&
-    std::is_same_v<typename Op::acc_t, std::conditional_t<std::is_same_v<In, double>, double, float>>;
+    kSimdFloat<In, typename Op::acc_t>;
 
 // A contiguous floating run's product: sum_simd's Product.
 template <class In, class Mid, class Op>
 inline constexpr bool kSimdProd =
     std::is_same_v<In, Mid> && std::is_same_v<Op, ProdOp<typename Op::acc_t>> &&
-    (std::is_same_v<In, float> || std::is_same_v<In, c10::Half> || std::is_same_v<In, c10::BFloat16> ||
-     std::is_same_v<In, double>) &&
-    std::is_same_v<typename Op::acc_t, std::conditional_t<std::is_same_v<In, double>, double, float>>;
+    kSimdFloat<In, typename Op::acc_t>;
 
 // A contiguous run of a sum that sum_simd.h takes `rows` runs at a time (whole tensors' float32
 // and float64 sums excepted: one run each).
@@ -229,9 +233,7 @@ typename Op::acc_t simd_sum(const In* x, int64_t n) {
 template <class In, class Mid, class Op>
 inline constexpr bool kSimdExpSum =
     std::is_same_v<In, Mid> && std::is_same_v<Op, LogSumExpOp<typename Op::value_t>> &&
-    (std::is_same_v<In, float> || std::is_same_v<In, c10::Half> || std::is_same_v<In, c10::BFloat16> ||
-     std::is_same_v<In, double>) &&
-    std::is_same_v<typename Op::value_t, std::conditional_t<std::is_same_v<In, double>, double, float>>;
+    kSimdFloat<In, typename Op::value_t>;
 
 // Extrema of contiguous runs of floating and integer elements: sum_simd.h's vector kernels. amax and amin take the
 // extremum; max and min over a dim, argmax and argmin take it and then the first position
