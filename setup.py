@@ -10,6 +10,8 @@ be visible); without a toolkit, or with TREDUCE_CUDA=0, the build is CPU-only.
 TORCH_CUDA_ARCH_LIST selects the GPU architectures (default 8.0;9.0;10.0+PTX).
 Sources and flags come from csrc/build.txt, shared with CMakeLists.txt.
 TREDUCE_ANY_TORCH=1 builds against a torch outside the supported range, untested.
+TREDUCE_NVCC_CACHE=FOLDER keeps the CUDA objects there and reuses them in a build against another
+torch (they include no torch header; scripts/nvcc_cache.py says when one is reused).
 """
 
 import json
@@ -68,6 +70,14 @@ def nvcc_version():
 
 
 WITH_CUDA = CUDA_HOME is not None and os.environ.get("TREDUCE_CUDA", "1") != "0"
+
+if WITH_CUDA and os.environ.get("TREDUCE_NVCC_CACHE") and "PYTORCH_NVCC" not in os.environ:
+    # CUDA objects reused across builds against different torch releases (scripts/nvcc_cache.py)
+    import shlex
+
+    os.environ["TREDUCE_NVCC_CACHE"] = os.path.abspath(os.environ["TREDUCE_NVCC_CACHE"])
+    os.environ["PYTORCH_NVCC"] = " ".join(shlex.quote(part) for part in (
+        sys.executable, str(ROOT / "scripts" / "nvcc_cache.py"), os.path.join(CUDA_HOME, "bin", "nvcc")))
 
 
 def extension():

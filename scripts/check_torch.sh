@@ -12,6 +12,8 @@
 #       libraries), as on a machine that has only the wheel; needs root and `unshare`. (The whole
 #       suite a third time took CI past its hour: 3938 s.)
 #
+# The CUDA objects are kept in $TREDUCE_NVCC_CACHE (default build/nvcc-cache) and reused by the
+# builds against other releases (scripts/nvcc_cache.py).
 # Venvs are kept in $VENVS (default ~/.cache/torch_reduce/venvs) and pip caches what it downloads,
 # so a second run installs nothing new. Logs go to $LOGS (default ./torch_check_out); the last lines
 # printed are a summary, one line a run. Exits non-zero if any build or test run failed.
@@ -25,6 +27,7 @@ NO_TOOLKIT_TESTS=${NO_TOOLKIT_TESTS:-"tests/test_packaging.py tests/test_library
 mkdir -p "$VENVS" "$LOGS"
 export TORCH_CUDA_ARCH_LIST=${TORCH_CUDA_ARCH_LIST:-9.0}
 export MAX_JOBS=${MAX_JOBS:-$(nproc)}
+export TREDUCE_NVCC_CACHE=${TREDUCE_NVCC_CACHE:-$ROOT/build/nvcc-cache}
 
 summary=()
 failed=0

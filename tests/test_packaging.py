@@ -103,3 +103,81 @@ def test_tests_import_the_installed_package():
     """scripts/check_torch.sh tests an installed wheel: the package must not come from the source tree."""
     assert ROOT not in Path(torch_reduce.__file__).resolve().parents
     assert "site-packages" in Path(torch_reduce.__file__).parts
+
+
+FAKE_NVCC = r'''
+import hashlib, os, re, sys
+args = sys.argv[1:]
+if args == ["--version"]:
+    print("fake nvcc 1.0")
+    sys.exit(0)
+source = next(a for a in args if a.endswith(".cu"))
+headers = [os.path.join(os.path.dirname(source), name)
+           for name in re.findall(r'#include "(.+)"', open(source).read())]
+if "-M" in args:
+    print(args[args.index("-MT") + 1] + " : " + " ".join([source, *headers]))
+    sys.exit(0)
+text = "".join(open(path).read() for path in [source, *headers])
+if "#error" in text:
+    sys.exit(1)
+with open(os.environ["FAKE_NVCC_LOG"], "a") as log:
+    log.write(source + "\n")
+flags = [a for a in args if a.startswith("-O")]
+output = args[args.index("-o") + 1]
+open(output, "w").write(hashlib.sha256((text + " ".join(flags)).encode()).hexdigest())
+if "-MF" in args:
+    open(args[args.index("-MF") + 1], "w").write(output + " : " + " ".join([source, *headers]) + "\n")
+'''
+
+
+def test_nvcc_cache_reuses_an_object_only_for_the_same_inputs(tmp_path):
+    """scripts/nvcc_cache.py (CUDA objects shared by builds against different torch releases): a
+    different output path, dependency file or include folder reuses the object; a changed header,
+    flag or compiler compiles again; a failed compilation is not kept."""
+    nvcc = tmp_path / "nvcc.py"
+    nvcc.write_text(FAKE_NVCC)
+    source, header = tmp_path / "k.cu", tmp_path / "k.h"
+    source.write_text('#include "k.h"\nkernel\n')
+    header.write_text("one\n")
+    log = tmp_path / "compiled.log"
+    env = {**os.environ, "TREDUCE_NVCC_CACHE": str(tmp_path / "cache"), "FAKE_NVCC_LOG": str(log)}
+    compiler = [sys.executable, str(nvcc)]
+
+    def build(name, *extra, compiler=compiler, env=env):
+        out = tmp_path / f"{name}.o"
+        wrapper = [sys.executable, str(ROOT / "scripts" / "nvcc_cache.py")]
+        # nvcc_cache.py takes nvcc as one program path: a shell script runs the fake one
+        script = tmp_path / f"nvcc_{len(compiler)}_{compiler[-1][-8:].replace('/', '_')}.sh"
+        script.write_text("#!/bin/sh\nexec " + " ".join(compiler) + ' "$@"\n')
+        script.chmod(0o755)
+        rc = subprocess.run([*wrapper, str(script), "-MD", "-MF", f"{out}.d", "-O3", *extra, "-c", str(source),
+                             "-o", str(out)], env=env).returncode
+        compiled = log.read_text().count("\n") if log.exists() else 0
+        return rc, out, compiled
+
+    rc, first, compiled = build("first", "-I/torch-2.11/include")
+    assert (rc, compiled) == (0, 1)
+    rc, second, compiled = build("second", "-I", "/torch-2.15/include", "-isystem", "/other")
+    assert (rc, compiled) == (0, 1), "same source, headers and flags: reused"
+    assert second.read_text() == first.read_text()
+    assert Path(f"{second}.d").read_text().split(":")[0].strip() == str(second)
+
+    header.write_text("two\n")
+    rc, third, compiled = build("third", "-I/torch-2.11/include")
+    assert (rc, compiled) == (0, 2) and third.read_text() != first.read_text()
+    rc, fourth, compiled = build("fourth", "-I/torch-2.11/include", "-O1")
+    assert (rc, compiled) == (0, 3) and fourth.read_text() != third.read_text()
+
+    # another compiler version
+    other = tmp_path / "nvcc2.py"
+    other.write_text(FAKE_NVCC.replace("fake nvcc 1.0", "fake nvcc 2.0"))
+    rc, _, compiled = build("fifth", compiler=[sys.executable, str(other)])
+    assert (rc, compiled) == (0, 4)
+    # no cache folder: nvcc as given
+    rc, _, compiled = build("sixth", env={k: v for k, v in env.items() if k != "TREDUCE_NVCC_CACHE"})
+    assert (rc, compiled) == (0, 5)
+
+    kept = len(list((tmp_path / "cache").iterdir()))
+    header.write_text("#error\n")
+    rc, _, compiled = build("broken")
+    assert rc != 0 and compiled == 5 and len(list((tmp_path / "cache").iterdir())) == kept
