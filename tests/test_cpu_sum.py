@@ -54,7 +54,7 @@ def test_bits_do_not_depend_on_threads(shape, dim, dtype):
 
 def _isa_ops(x, d):
     """The ops whose runs sum_simd takes: sum, nansum (with NaNs put in), vector_norm,
-    logsumexp (its exp in vectors) and prod (of values near 1)."""
+    logsumexp (its exp in vectors), prod (of values near 1) and var_mean (its two passes)."""
     args = () if d is None else (d,)
     out = [torch_reduce.sum(x, *args)]
     if x.is_floating_point():
@@ -62,13 +62,13 @@ def _isa_ops(x, d):
         y.view(-1)[::7] = float("nan")
         out += [torch_reduce.nansum(y, *args), torch_reduce.vector_norm(x, dim=d),
                 torch_reduce.logsumexp(x * 8, tuple(range(x.dim())) if d is None else d),
-                torch_reduce.prod(1 + x * 0.01, *args)]
+                torch_reduce.prod(1 + x * 0.01, *args), *torch_reduce.var_mean(x * 3 + 2, d)]
     return out
 
 
 def test_bits_do_not_depend_on_the_instruction_set(tmp_path):
     """The baseline build of the SIMD sums (TREDUCE_CPU_ISA=base) against the one this CPU gets:
-    sums, nansums, 2-norms, logsumexp and prod."""
+    sums, nansums, 2-norms, logsumexp, prod and var_mean."""
     gen, seed = fresh_generator("cpu")
     inputs = [(_data(shape, dtype, gen), dim) for shape, dim in CASES for dtype in DTYPES[:5]]
     torch.save(inputs, tmp_path / "inputs.pt")

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <type_traits>
 #include <vector>
 
@@ -229,6 +230,29 @@ typename Op::acc_t simd_sum(const In* x, int64_t n) {
   }
 }
 
+// var of contiguous floating runs (var, std, var_mean, std_mean) in two passes: the run's sum
+// (the sum kernel) gives the pivot c = sum / n, then sum_simd's deviations the sums of x - c and
+// of their squares in double, with the corrected two-pass term, as VarOp::reduce_values. A chunk
+// is at most 512 KB, so the second pass reads it from the cache. A first sum that is not finite
+// (an infinity or NaN, or the float cascade's overflow) leaves the chunk to Welford's loop, whose
+// mean and NaN are torch's.
+template <class In, class Mid, class Op>
+inline constexpr bool kSimdVar =
+    std::is_same_v<In, Mid> && std::is_same_v<Op, VarOp<double>> &&
+    kSimdFloat<In, std::conditional_t<std::is_same_v<In, double>, double, float>>;
+
+template <class In>
+std::optional<WelfordAcc<double>> two_pass_var(const In* x, int64_t n) {
+  const auto& t = kernels_of<In>();
+  std::conditional_t<std::is_same_v<In, double>, double, float> sum;
+  t.sum(simd_run(x), n, 1, n, &sum);
+  if (!std::isfinite(sum)) return std::nullopt;
+  const double c = double(sum) / double(n);
+  const simd::Moments m = t.deviations(simd_run(x), n, c);
+  const double inv = 1.0 / double(n);
+  return WelfordAcc<double>{c, m.sum * inv, m.sq - m.sum * m.sum * inv, double(n)};
+}
+
 // logsumexp of contiguous floating runs: sum_simd's exp_sum (the maximum, then exp in vectors).
 template <class In, class Mid, class Op>
 inline constexpr bool kSimdExpSum =
@@ -315,6 +339,11 @@ template <class In, class Mid, class Op>
 typename Op::acc_t chunk_reduce(const In* x, int64_t n, int64_t stride, int64_t first = 0) {
   if constexpr (kSimdSum<In, Mid, Op> || kSimdSumOf<In, Mid, Op> || kSimdProd<In, Mid, Op>) {
     if (stride == 1) return simd_sum<In, Op>(x, n);
+  }
+  if constexpr (kSimdVar<In, Mid, Op>) {
+    if (stride == 1 && n > 0) {
+      if (const auto a = two_pass_var(x, n)) return *a;
+    }
   }
   if constexpr (kSimdExpSum<In, Mid, Op>) {
     if (stride == 1 && n > 0) {

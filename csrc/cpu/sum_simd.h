@@ -23,6 +23,11 @@ struct DoubleDouble {
   double hi, lo;
 };
 
+// A run's sums of d = x - c and of d * d (var's second pass), in double.
+struct Moments {
+  double sum, sq;
+};
+
 template <class T>
 struct Extrema {
   T min, max;
@@ -64,6 +69,9 @@ struct TypeKernels {
   ExpSum<S> (*exp_sum)(const In*, int64_t);
   // The same over `rows` rows of `width` adjacent columns, row r at x + r * ld, into out[0, width).
   void (*exp_sum_columns)(const In*, int64_t ld, int64_t rows, int64_t width, ExpSum<S>* out);
+  // var's second pass over a floating run about its first pass's mean c: 16 double lanes in
+  // the cascade's levels, then their tree, then the last n % 16 elements in order.
+  Moments (*deviations)(const In*, int64_t n, double c);
 };
 
 struct SumKernels {
