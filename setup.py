@@ -94,7 +94,10 @@ def extension():
             py_limited_api=True,
         )
     os.environ.setdefault("TORCH_CUDA_ARCH_LIST", "8.0;9.0;10.0+PTX")
-    args["nvcc"] = build.get("nvcc_flag", [])
+    # One C++ standard for the CUDA sources whichever torch builds them (torch 2.15's builder
+    # would pass C++20, 2.11's C++17; CMakeLists.txt sets 17 too): they include no torch header,
+    # so their objects are the same for every torch, and TREDUCE_NVCC_CACHE can reuse them.
+    args["nvcc"] = build.get("nvcc_flag", []) + ["-std=c++17"]
     return CUDAExtension(
         "torch_reduce._C",
         sources,
