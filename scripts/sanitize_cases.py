@@ -42,6 +42,7 @@ def _small_ints(shape, dtype):
 # (name, input maker, dims): one case per kernel path of kernels/dims.cuh.
 DIMS_CASES = [
     ("short rows (teams of 2)", lambda d: _small_ints((300, 7), d), -1),
+    ("rows of 32 loads of 4-byte types (teams of 8)", lambda d: _small_ints((300, 128), d), -1),
     ("rows (teams of 32)", lambda d: _small_ints((37, 1000), d), -1),
     ("long rows (segments + combine)", lambda d: _small_ints((3, 70001), d), -1),
     ("misaligned rows", lambda d: _small_ints((40, 301), d)[:, 1:], 1),

@@ -566,10 +566,12 @@ cudaError_t run_rows(const ReduceArgs& a, const Sink& result, size_t* workspace_
   const auto* x = static_cast<const In*>(a.in);
   const int64_t per_load = l.in_reduced == 1 ? 16 / int64_t(sizeof(In)) : 1;
   const int64_t loads = ceil_div(l.reduced, per_load);  // per row
-  // About four loads per lane; eight from rows of 32 loads up, which puts more rows in each
-  // warp and fewer blocks in the grid ((65536, 128) float32: 4 lanes a row measured 4% faster
-  // than 8; (65536, 128) bfloat16, 16 loads a row: 4 lanes 7% faster than 2).
-  const int64_t per_lane = loads >= 32 ? 8 : 4;
+  // About four loads per lane; eight from rows of 64 loads up, which puts more rows in each
+  // warp and fewer blocks in the grid. On the H100, hot / cold us: (65536, 128) float32, 32
+  // loads a row, 8 lanes 5.95 / 14.8 against 4 lanes' 6.6 / 15.1 (4 lanes had been 4% faster
+  // before short rows ran 6 blocks a multiprocessor); (32768, 256) float32, 64 loads, 8 lanes
+  // 6.1 against 16 lanes' 7.1; (65536, 128) bfloat16, 16 loads, 4 lanes 4.0 against 2 lanes' 5.6.
+  const int64_t per_lane = loads > 32 ? 8 : 4;
   int team = 1;
   while (team < 32 && team * per_lane < loads) team *= 2;
   // Many rows of at least two vectors a thread of a kSegmentBlock block (float32 rows of 4096
