@@ -369,6 +369,24 @@ def check_extrema_wide_columns(seed: int) -> None:
             _check(got.max, want.max, f"aminmax {what}")
 
 
+def check_logic_runs(seed: int) -> None:
+    """any, all and count_nonzero over rows of RUN_LENGTHS (a block of short rows a kernel call,
+    vectors of four rows, the 8- and 16-bit lanes' flushes at long ones) and over the whole
+    tensor, every dtype: half the elements zero (-0.0 among them), NaN and subnormals non-zero, a
+    row of all zeros and one with none."""
+    gen = torch.Generator().manual_seed(seed)
+    for n in RUN_LENGTHS:
+        rows = 3 if n > 4096 else 70
+        for dtype in DTYPES:
+            x = _data((rows, n), dtype, "cpu", gen)
+            if dtype.is_floating_point:
+                x = x.masked_fill(torch.rand(x.shape, generator=gen) < 0.1, -0.0)
+            what = f"(rows, {n}) {dtype} seed {seed}"
+            for op in ("any", "all", "count_nonzero"):
+                for args in ((-1,), ()):
+                    _check(getattr(torch_reduce, op)(x, *args), getattr(torch, op)(x, *args), f"{op}{args} {what}")
+
+
 def check_extrema_runs(seed: int) -> None:
     """Each row of a (rows, n) tensor holds a value above every other (or below, or a NaN) at
     another position (first, last, around vector and chunk edges, random), with a later copy in
@@ -420,16 +438,17 @@ def check_extrema_runs(seed: int) -> None:
 
 @pytest.mark.parametrize("isa", ("this CPU's", "base"))
 def test_cpu_extrema_runs(isa, tmp_path):
-    """check_extrema_runs and check_extrema_wide_columns on the vector kernels this CPU gets and
-    on the baseline build's (TREDUCE_CPU_ISA=base, in a process of its own)."""
+    """check_extrema_runs, check_extrema_wide_columns and check_logic_runs on the vector kernels
+    this CPU gets and on the baseline build's (TREDUCE_CPU_ISA=base, in a process of its own)."""
     _, seed = fresh_generator("cpu")
     if isa != "base":
         check_extrema_runs(seed)
         check_extrema_wide_columns(seed)
+        check_logic_runs(seed)
         return
     here = os.path.dirname(os.path.abspath(__file__))
     script = (f"import sys; sys.path.insert(0, {here!r}); import test_logic; test_logic.check_extrema_runs({seed}); "
-              f"test_logic.check_extrema_wide_columns({seed})")
+              f"test_logic.check_extrema_wide_columns({seed}); test_logic.check_logic_runs({seed})")
     subprocess.run([sys.executable, "-c", script], check=True, env=dict(os.environ, TREDUCE_CPU_ISA="base"))
 
 

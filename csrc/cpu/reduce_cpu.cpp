@@ -231,6 +231,18 @@ typename Op::acc_t simd_sum(const In* x, int64_t n) {
   }
 }
 
+// any, all and count_nonzero of contiguous runs (sums of x != 0, ChunkOp's int32 a chunk or the
+// int64 of the whole): sum_simd's nonzero, for every dtype (bool as bytes).
+template <class In, class Mid, class Op>
+inline constexpr bool kSimdNonzero =
+    std::is_same_v<Mid, bool> && (std::is_same_v<Op, SumOp<int32_t>> || std::is_same_v<Op, SumOp<int64_t>>);
+
+template <class In>
+void simd_nonzero(const In* x, int64_t n, int64_t rows, int64_t ld, int64_t* out) {
+  if constexpr (std::is_same_v<In, bool>) kernels_of<uint8_t>().nonzero(reinterpret_cast<const uint8_t*>(x), n, rows, ld, out);
+  else kernels_of<In>().nonzero(simd_run(x), n, rows, ld, out);
+}
+
 // var of contiguous floating runs (var, std, var_mean, std_mean) in two passes: the run's sum
 // (the sum kernel) gives the pivot c = sum / n, then sum_simd's deviations the sums of x - c and
 // of their squares in double, with the corrected two-pass term, as VarOp::reduce_values. A chunk
@@ -340,6 +352,13 @@ template <class In, class Mid, class Op>
 typename Op::acc_t chunk_reduce(const In* x, int64_t n, int64_t stride, int64_t first = 0) {
   if constexpr (kSimdSum<In, Mid, Op> || kSimdSumOf<In, Mid, Op> || kSimdProd<In, Mid, Op>) {
     if (stride == 1) return simd_sum<In, Op>(x, n);
+  }
+  if constexpr (kSimdNonzero<In, Mid, Op>) {
+    if (stride == 1) {
+      int64_t count;
+      simd_nonzero(x, n, 1, n, &count);
+      return typename Op::acc_t(count);
+    }
   }
   if constexpr (kSimdVar<In, Mid, Op>) {
     if (stride == 1 && n > 0) {
@@ -470,17 +489,21 @@ void reduce_rows(const In* x, const Layout3& l, const Sink& out) {
   };
   // Short rows: several per task, so that a task reads at least ~32K elements.
   const int64_t grain = std::max<int64_t>(1, (int64_t(1) << 15) / std::min(l.reduced, kChunk));
-  if constexpr (kSimdRows<In, Mid, Chunk> || kSimdExtremaRows<In, Mid, Op>) {
-    // Contiguous short rows of the sums, amax, amin and aminmax sum_simd has: a block of rows a
-    // kernel call.
+  if constexpr (kSimdRows<In, Mid, Chunk> || kSimdExtremaRows<In, Mid, Op> || kSimdNonzero<In, Mid, Chunk>) {
+    // Contiguous short rows of the sums, amax, amin, aminmax, any, all and count_nonzero
+    // sum_simd has: a block of rows a kernel call.
     if (chunks == 1 && l.in_reduced == 1) {
       at::parallel_for(0, l.outer, grain, [&](int64_t begin, int64_t end) {
         constexpr int64_t kBlock = 64;
         for (int64_t o = begin; o < end; o += kBlock) {
           const int64_t m = std::min(kBlock, end - o);
-          const auto run = simd_run(x + o * l.in_outer);
+          [[maybe_unused]] const auto run = simd_run(x + o * l.in_outer);
           Acc acc[kBlock];
-          if constexpr (kSimdRows<In, Mid, Chunk>) {
+          if constexpr (kSimdNonzero<In, Mid, Chunk>) {
+            int64_t counts[kBlock];
+            simd_nonzero(x + o * l.in_outer, l.reduced, m, l.in_outer, counts);
+            for (int64_t i = 0; i < m; ++i) acc[i] = Acc(counts[i]);
+          } else if constexpr (kSimdRows<In, Mid, Chunk>) {
             typename Chunk::acc_t sums[kBlock];
             rows_kernel<In, Chunk>()(run, l.reduced, m, l.in_outer, sums);
             for (int64_t i = 0; i < m; ++i) acc[i] = Acc(sums[i]);

@@ -72,6 +72,10 @@ struct TypeKernels {
   // var's second pass over a floating run about its first pass's mean c: 16 double lanes in
   // the cascade's levels, then their tree, then the last n % 16 elements in order.
   Moments (*deviations)(const In*, int64_t n, double c);
+  // How many elements of each of `rows` runs (as sum) are not zero (any, all, count_nonzero):
+  // compared as integers of the element's width, a float's sign bit masked off (-0.0 is zero,
+  // NaN is not).
+  void (*nonzero)(const In*, int64_t n, int64_t rows, int64_t ld, int64_t* out);
 };
 
 struct SumKernels {

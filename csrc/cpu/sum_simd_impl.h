@@ -967,6 +967,49 @@ void exp_sum_columns(const typename L::In* x, int64_t ld, int64_t rows, int64_t 
   }
 }
 
+// TypeKernels' nonzero: lanes of the element's width count the elements whose bits (less a
+// float's sign) are not all zero, subtracting each compare's all-ones mask; the four vectors of
+// a row are added and their lanes summed every kRun rows, before an 8- or 16-bit lane can wrap.
+// Explicit vectors: the generic loop's bfloat16 x != 0 was vectorised by GCC 12 but not by GCC
+// 13.3 (any and all over bfloat16 rows of 128 2.4-3x slower, below torch's speed).
+using vn8 = uint8_t __attribute__((vector_size(kBytes)));
+using vn16 = uint16_t __attribute__((vector_size(kBytes)));
+template <class In, bool kFloat>
+void nonzero_rows(const In* x, int64_t n, int64_t rows, int64_t ld, int64_t* out) {
+  using U = std::conditional_t<sizeof(In) == 1, uint8_t,
+                               std::conditional_t<sizeof(In) == 2, uint16_t,
+                                                  std::conditional_t<sizeof(In) == 4, uint32_t, uint64_t>>>;
+  using V = std::conditional_t<sizeof(In) == 1, vn8,
+                               std::conditional_t<sizeof(In) == 2, vn16, std::conditional_t<sizeof(In) == 4, vu32, vu64>>>;
+  constexpr int kWidth = int(kBytes / sizeof(U)), kVecs = 4;
+  constexpr int64_t kRow = int64_t(kVecs) * kWidth;
+  constexpr U kMask = kFloat ? U(U(~U(0)) >> 1) : U(~U(0));
+  constexpr int64_t kRun = sizeof(U) == 1 ? 255 / kVecs : 65535 / kVecs;
+  for (int64_t r = 0; r < rows; ++r) {
+    const In* p = x + r * ld;
+    const int64_t vrows = n / kRow;
+    int64_t count = 0;
+    for (int64_t b = 0; b < vrows; b += kRun) {
+      V acc[kVecs];
+      for (V& v : acc) v = V{};
+      const int64_t e = std::min(vrows, b + kRun);
+      for (int64_t i = b; i < e; ++i)
+        for (int k = 0; k < kVecs; ++k) {
+          const V v = load_as<V>(p + i * kRow + k * kWidth);
+          acc[k] -= bit_cast_vec<V>((v & kMask) != 0);
+        }
+      const V all = (acc[0] + acc[1]) + (acc[2] + acc[3]);
+      for (int j = 0; j < kWidth; ++j) count += all[j];
+    }
+    for (int64_t i = vrows * kRow; i < n; ++i) {
+      U u;
+      std::memcpy(&u, p + i, sizeof u);
+      count += (u & kMask) != 0;
+    }
+    out[r] = count;
+  }
+}
+
 // A type's table: L loads its sums' elements, LE its extrema's (int64 sums wrap in unsigned
 // lanes; its extrema compare signed ones); the sums, nansum, sumsq and exact entries only where
 // given.
@@ -989,6 +1032,7 @@ constexpr auto type_kernels(void (*exact)(const typename LE::In*, int64_t, Exact
   t.extremum_columns[1] = &extremum_columns<LE, 1>;
   t.extremum_columns[2] = &extremum_columns<LE, 2>;
   t.find = &find_run<LE, E>;
+  t.nonzero = &nonzero_rows<In, kFloat>;
   if constexpr (kFloat) {
     t.exp_sum = &exp_sum_run<L>;
     t.exp_sum_columns = &exp_sum_columns<L>;
