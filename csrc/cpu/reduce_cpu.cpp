@@ -78,9 +78,9 @@ constexpr VariantDoc kDocs[] = {
      "64K-element chunks on all threads, each a cascade of independent lanes (sums of float, "
      "16-bit float, double and int64 runs in explicit vectors, AVX2 + F16C where the CPU has them; "
      "whole float32 sums in double lanes after groups of eight in float, whole float64 sums "
-     "compensated by two-sums; nansum, 2-norms, products, logsumexp, extrema and var (two passes: the "
-     "sum, then the deviations and their squares in double lanes) of runs in vectors too, short rows a "
-     "block a call); over other dims, strips of 16 KB of outputs by segments of 256 rows, "
+     "compensated by two-sums; nansum, 2-norms, products, logsumexp, extrema, non-zero counts and var "
+     "(two passes: the sum, then the deviations and their squares in double lanes) of runs in vectors "
+     "too, short rows a block a call); over other dims, strips of 16 KB of outputs by segments of 256 rows, "
      "16 rows at a time into registers (logsumexp and extrema: vector kernels of columns); partials "
      "combined in a fixed order",
      "-", "threads and SIMD; whole float sums more accurate than torch's cascade (float32 0.2-0.8x "
