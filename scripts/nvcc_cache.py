@@ -3,13 +3,14 @@ row (CI builds two; scripts/check_torch.sh one a release).
 
 The CUDA sources include no torch header, so their objects are the same whichever torch the
 extension is built against, and the second build need not compile them again (about nine of CI's
-minutes on two cores). setup.py puts this in front of nvcc when TREDUCE_NVCC_CACHE names a folder:
+minutes on two cores). setup.py puts this in front of nvcc when TREDUCE_NVCC_CACHE names a folder,
+and tests/test_cpp.py in front of CMake's (CMAKE_CUDA_COMPILER_LAUNCHER):
 
     python nvcc_cache.py NVCC ARGS...   (what torch's builder runs as $nvcc: PYTORCH_NVCC)
 
 An object is reused only when everything that decides it is the same: nvcc's version, the
-arguments less the paths of the output, its dependency file and the include folders (-I,
--isystem), and the path and contents of every file the source includes (nvcc -M lists them; a
+arguments less the paths of the output, its dependency file and rule target and the include
+folders (-I, -isystem), and the path and contents of every file the source includes (nvcc -M lists them; a
 torch header would be listed under each release's own path, so a source that included one would
 never be reused across releases). Anything else runs nvcc as given.
 """
@@ -29,8 +30,11 @@ def split_command(args):
     while i < len(args):
         arg = args[i]
         value = args[i + 1] if i + 1 < len(args) else None
-        if arg in ("-o", "-MF"):
-            output, depfile = (value, depfile) if arg == "-o" else (output, value)
+        if arg in ("-o", "-MF", "-MT"):  # -MT: the dependency rule's target (CMake passes the output)
+            if arg == "-o":
+                output = value
+            elif arg == "-MF":
+                depfile = value
             i += 2
             continue
         if arg in ("-I", "-isystem"):

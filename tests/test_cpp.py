@@ -4,6 +4,7 @@ where a GPU is present) in a scratch folder."""
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -28,7 +29,12 @@ def cuda_toolkit_found() -> bool:
 def test_cmake_build_and_ctest(tmp_path):
     build = tmp_path / "build"
     generator = ["-G", "Ninja"] if shutil.which("ninja") else []
-    run(["cmake", "-S", ROOT, "-B", build, *generator, f"-DCMAKE_PREFIX_PATH={torch.utils.cmake_prefix_path}"])
+    # CI builds twice, against each end of the torch range: with TREDUCE_NVCC_CACHE set the CUDA
+    # objects (no torch header in them) are compiled once (scripts/nvcc_cache.py).
+    launcher = ([f"-DCMAKE_CUDA_COMPILER_LAUNCHER={sys.executable};{ROOT / 'scripts' / 'nvcc_cache.py'}"]
+                if os.environ.get("TREDUCE_NVCC_CACHE") else [])
+    run(["cmake", "-S", ROOT, "-B", build, *generator, *launcher,
+         f"-DCMAKE_PREFIX_PATH={torch.utils.cmake_prefix_path}"])
     run(["cmake", "--build", build, "-j", str(os.cpu_count() or 2)])
     log = run(["ctest", "--test-dir", build, "--verbose"])
     assert "100% tests passed" in log and " 0 failed" in log

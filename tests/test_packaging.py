@@ -132,8 +132,9 @@ if "-MF" in args:
 
 def test_nvcc_cache_reuses_an_object_only_for_the_same_inputs(tmp_path):
     """scripts/nvcc_cache.py (CUDA objects shared by builds against different torch releases): a
-    different output path, dependency file or include folder reuses the object; a changed header,
-    flag or compiler compiles again; a failed compilation is not kept."""
+    different output path, dependency file and rule target (CMake's -MT) or include folder reuses
+    the object; a changed header, flag or compiler compiles again; a failed compilation is not
+    kept."""
     nvcc = tmp_path / "nvcc.py"
     nvcc.write_text(FAKE_NVCC)
     source, header = tmp_path / "k.cu", tmp_path / "k.h"
@@ -157,7 +158,7 @@ def test_nvcc_cache_reuses_an_object_only_for_the_same_inputs(tmp_path):
 
     rc, first, compiled = build("first", "-I/torch-2.11/include")
     assert (rc, compiled) == (0, 1)
-    rc, second, compiled = build("second", "-I", "/torch-2.15/include", "-isystem", "/other")
+    rc, second, compiled = build("second", "-I", "/torch-2.15/include", "-isystem", "/other", "-MT", "second.o")
     assert (rc, compiled) == (0, 1), "same source, headers and flags: reused"
     assert second.read_text() == first.read_text()
     assert Path(f"{second}.d").read_text().split(":")[0].strip() == str(second)
