@@ -10,9 +10,9 @@ and tests/test_cpp.py in front of CMake's (CMAKE_CUDA_COMPILER_LAUNCHER):
 
 An object is reused only when everything that decides it is the same: nvcc's version, the
 arguments less the paths of the output, its dependency file and rule target and the include
-folders (-I, -isystem), and the path and contents of every file the source includes (nvcc -M lists them; a
-torch header would be listed under each release's own path, so a source that included one would
-never be reused across releases). Anything else runs nvcc as given.
+folders (-I, -isystem), and the path and contents of every file the source includes (nvcc -M
+lists them; a torch header would be listed under each release's own path, so a source that
+included one would never be reused across releases). Anything else runs nvcc as given.
 """
 
 import hashlib

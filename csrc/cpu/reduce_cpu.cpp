@@ -159,13 +159,17 @@ inline constexpr bool kSimdSum =
      (std::is_same_v<Op, SumOp<double>> && std::is_same_v<In, double>) ||
      (std::is_same_v<Op, SumOp<int64_t>> && std::is_same_v<In, int64_t>));
 
-// A floating element type with A the type sum_simd's float kernels work in for it (double for
-// double, float for the others).
+// The type sum_simd's float kernels work in for a floating element type: double for double,
+// float for the others.
+template <class In>
+using simd_float_t = std::conditional_t<std::is_same_v<In, double>, double, float>;
+
+// A floating element type with A the type sum_simd's float kernels work in for it.
 template <class In, class A>
 inline constexpr bool kSimdFloat =
     (std::is_same_v<In, float> || std::is_same_v<In, c10::Half> || std::is_same_v<In, c10::BFloat16> ||
      std::is_same_v<In, double>) &&
-    std::is_same_v<A, std::conditional_t<std::is_same_v<In, double>, double, float>>;
+    std::is_same_v<A, simd_float_t<In>>;
 
 // nansum and vector_norm (ord 2) of contiguous floating runs: sum_simd's cascade over NaN-as-0 or
 // squared elements (the generic loop: 0.5-0.8x torch.nansum's and vector_norm's speed).
@@ -189,7 +193,8 @@ inline constexpr bool kSimdRows = (kSimdSum<In, Mid, Op> && !std::is_same_v<Op, 
                                   kSimdSumOf<In, Mid, Op> || kSimdProd<In, Mid, Op>;
 
 // This CPU's sum_simd kernels for elements of type In, and a run of In as they take it (16-bit
-// floats as their bits): one table a type, for every entry point below.
+// floats as their bits, bool as its bytes: uint8's table): one table a type, for every entry
+// point below.
 template <class In>
 const auto& kernels_of() {
   const simd::SumKernels& k = simd::sum_kernels();
@@ -206,6 +211,7 @@ const auto& kernels_of() {
 template <class In>
 auto simd_run(const In* x) {
   if constexpr (Lowp<In>::value) return reinterpret_cast<const uint16_t*>(x);
+  else if constexpr (std::is_same_v<In, bool>) return reinterpret_cast<const uint8_t*>(x);
   else return x;
 }
 
@@ -232,16 +238,10 @@ typename Op::acc_t simd_sum(const In* x, int64_t n) {
 }
 
 // any, all and count_nonzero of contiguous runs (sums of x != 0, ChunkOp's int32 a chunk or the
-// int64 of the whole): sum_simd's nonzero, for every dtype (bool as bytes).
+// int64 of the whole): sum_simd's nonzero, for every dtype.
 template <class In, class Mid, class Op>
 inline constexpr bool kSimdNonzero =
     std::is_same_v<Mid, bool> && (std::is_same_v<Op, SumOp<int32_t>> || std::is_same_v<Op, SumOp<int64_t>>);
-
-template <class In>
-void simd_nonzero(const In* x, int64_t n, int64_t rows, int64_t ld, int64_t* out) {
-  if constexpr (std::is_same_v<In, bool>) kernels_of<uint8_t>().nonzero(reinterpret_cast<const uint8_t*>(x), n, rows, ld, out);
-  else kernels_of<In>().nonzero(simd_run(x), n, rows, ld, out);
-}
 
 // var of contiguous floating runs (var, std, var_mean, std_mean) in two passes: the run's sum
 // (the sum kernel) gives the pivot c = sum / n, then sum_simd's deviations the sums of x - c and
@@ -252,12 +252,12 @@ void simd_nonzero(const In* x, int64_t n, int64_t rows, int64_t ld, int64_t* out
 template <class In, class Mid, class Op>
 inline constexpr bool kSimdVar =
     std::is_same_v<In, Mid> && std::is_same_v<Op, VarOp<double>> &&
-    kSimdFloat<In, std::conditional_t<std::is_same_v<In, double>, double, float>>;
+    kSimdFloat<In, simd_float_t<In>>;
 
 template <class In>
 std::optional<WelfordAcc<double>> two_pass_var(const In* x, int64_t n) {
   const auto& t = kernels_of<In>();
-  std::conditional_t<std::is_same_v<In, double>, double, float> sum;
+  simd_float_t<In> sum;
   t.sum(simd_run(x), n, 1, n, &sum);
   if (!std::isfinite(sum)) return std::nullopt;
   const double c = double(sum) / double(n);
@@ -356,7 +356,7 @@ typename Op::acc_t chunk_reduce(const In* x, int64_t n, int64_t stride, int64_t 
   if constexpr (kSimdNonzero<In, Mid, Op>) {
     if (stride == 1) {
       int64_t count;
-      simd_nonzero(x, n, 1, n, &count);
+      kernels_of<In>().nonzero(simd_run(x), n, 1, n, &count);
       return typename Op::acc_t(count);
     }
   }
@@ -497,11 +497,11 @@ void reduce_rows(const In* x, const Layout3& l, const Sink& out) {
         constexpr int64_t kBlock = 64;
         for (int64_t o = begin; o < end; o += kBlock) {
           const int64_t m = std::min(kBlock, end - o);
-          [[maybe_unused]] const auto run = simd_run(x + o * l.in_outer);
+          const auto run = simd_run(x + o * l.in_outer);
           Acc acc[kBlock];
           if constexpr (kSimdNonzero<In, Mid, Chunk>) {
             int64_t counts[kBlock];
-            simd_nonzero(x + o * l.in_outer, l.reduced, m, l.in_outer, counts);
+            kernels_of<In>().nonzero(run, l.reduced, m, l.in_outer, counts);
             for (int64_t i = 0; i < m; ++i) acc[i] = Acc(counts[i]);
           } else if constexpr (kSimdRows<In, Mid, Chunk>) {
             typename Chunk::acc_t sums[kBlock];
