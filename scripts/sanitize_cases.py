@@ -45,6 +45,11 @@ DIMS_CASES = [
     ("rows of 32 loads of 4-byte types (teams of 8)", lambda d: _small_ints((300, 128), d), -1),
     ("rows (teams of 32)", lambda d: _small_ints((37, 1000), d), -1),
     ("long rows (segments + combine)", lambda d: _small_ints((3, 70001), d), -1),
+    # Enough rows of at least 1024 vectors for every multiprocessor: a block a row, of whole
+    # vectors (float32 four loads a thread, 2-byte types two: two_vector_rows_kernel), then
+    # not whole.
+    ("many long rows (a block a row)", lambda d: _small_ints((600, 8192), d), -1),
+    ("many long rows, not whole vectors", lambda d: _small_ints((600, 8201), d), -1),
     ("misaligned rows", lambda d: _small_ints((40, 301), d)[:, 1:], 1),
     ("strided rows", lambda d: _small_ints((300, 50), d).t(), 1),
     ("columns (splits + combine)", lambda d: _small_ints((5000, 130), d), 0),

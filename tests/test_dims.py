@@ -109,6 +109,9 @@ BIG_LAYOUTS = {
     # Rows of two or more vectors a thread of a 512-thread block, enough for every multiprocessor:
     # a block a row (4- and 2-byte types); rows that start off a 16-byte boundary.
     "600x8201": lambda f: f((600, 8201)),
+    # The same of whole aligned vectors: float32 four loads a thread, 2-byte types two
+    # (two_vector_rows_kernel, as float32 rows of 4096).
+    "600x8192": lambda f: f((600, 8192)),
     "4096x4096_transposed": lambda f: f((4096, 4096)).t(),
     "32x4096x4096": lambda f: f((32, 4096, 4096)),
 }
