@@ -103,13 +103,16 @@ def time_cold(fn, reps: int, flush: L2Flush) -> list[float]:
     to issue the call, so the start event runs when the call's kernels are already queued: the
     sample is the device's time, as hot's is. Without it a call whose host side outlasts the
     flush (a torch.compile'd function's guards and wrapper: 75-125 us a call, against a 33 us
-    flush on an H100) was charged the idle gap too."""
+    flush on an H100) was charged the idle gap too. The spin has a millisecond to spare: with
+    50 us, two runs of the dims suite on the H100 each had one case whose samples jumped for a
+    dozen calls in a row (27 -> 270-400 us; 670 -> 740-850), most likely host stalls longer
+    than the spin, the device idling until the call arrived; the next two runs had none."""
     fn()
     t0 = time.perf_counter()
     fn()
     host_us = (time.perf_counter() - t0) * 1e6
     torch.cuda.synchronize()
-    sleep = int((2 * host_us + 50) * _sleep_cycles_per_us())
+    sleep = int((2 * host_us + 1000) * _sleep_cycles_per_us())
     start, end = _events()
     samples = []
     for _ in range(reps):
