@@ -212,6 +212,14 @@ def markdown(rows, header):
     return "\n".join(out) + "\n"
 
 
+def cpu_name() -> str:
+    """The processor's model name (from /proc/cpuinfo where there is one)."""
+    try:
+        return next(l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name"))
+    except (OSError, StopIteration):
+        return platform.processor() or platform.machine()
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--reps", type=int, default=31)
@@ -224,11 +232,7 @@ def main(argv=None) -> int:
     threads = [int(t) for t in args.threads.split(",")] if args.threads else sorted({1, cores})
     gen = torch.Generator().manual_seed(int.from_bytes(os.urandom(6), "little"))
     rows = [r for t in threads for r in (run_ops if args.ops else run)(t, args.reps, args.quick, gen)]
-    cpu = platform.processor() or platform.machine()
-    try:
-        cpu = next(l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name"))
-    except (OSError, StopIteration):
-        pass
+    cpu = cpu_name()
     meta = dict(cpu=cpu, cores=cores, torch=torch.__version__, reps=args.reps)
     out = args.out or pathlib.Path(__file__).parent / "results" / f"cpu-{cores}"
     out.mkdir(parents=True, exist_ok=True)

@@ -2,7 +2,8 @@
 # The whole check on a GPU machine, in one go: build, the test suite (CUDA and slow cases included),
 # compute-sanitizer's four tools over every CUDA variant, and the benchmarks (the full-sum sweep, the
 # dims suite, the ladder, the statistics suite, the eager suite, the CPU sweep, exact sums and,
-# on machines with two GPUs or more, sums across them). Logs and results go to $LOGS (default ./gpu_check_out); a summary is
+# on machines with two GPUs or more, sums across 1, 2, 4, ... of them, the bits compared across
+# the world sizes). Logs and results go to $LOGS (default ./gpu_check_out); a summary is
 # printed last and kept in summary.txt. Needs no network: torch, pytest, ninja and cmake must
 # already be installed.
 #
@@ -10,6 +11,7 @@
 #   STAGES="build test" bash scripts/gpu_check.sh
 #   BENCH_ARGS="--quick" bash scripts/gpu_check.sh    # arguments for benchmarks/bench.py
 #   DIMS_ARGS="--ops sum" bash scripts/gpu_check.sh   # arguments for benchmarks/bench.py --dims
+#   STAGES=distributed DISTRIBUTED_ARGS="--sizes 2^20,2^30" bash scripts/gpu_check.sh
 # Each stage has a time limit in seconds (TEST_TIMEOUT, SANITIZE_TIMEOUT per tool, BENCH_TIMEOUT for
 # bench, dims and ladder each).
 set -uo pipefail
@@ -120,13 +122,23 @@ if has exact; then  # variant="exact" against auto and CUB, N(0,1) data and data
 fi
 
 gpus=$(nvidia-smi -L 2>/dev/null | wc -l)
-if has distributed && [ "$gpus" -ge 2 ]; then  # sums across the GPUs (NCCL) against DTensor's
+if has distributed && [ "$gpus" -ge 2 ]; then  # sums across 1, 2, 4, ... GPUs (NCCL) against DTensor's
   start=$SECONDS
-  if NCCL_NVLS_ENABLE=0 timeout "${BENCH_TIMEOUT:-1200}" torchrun --nproc-per-node "$gpus" benchmarks/distributed.py \
-       --dtypes float32,bfloat16 --out "$LOGS/bench" > "$LOGS/distributed.log" 2>"$LOGS/distributed.err"; then
-    note "distributed: ok ($((SECONDS - start)) s, $gpus GPUs); table in bench/distributed.md"
+  worlds=""; w=1
+  while [ "$w" -le "$gpus" ]; do worlds="$worlds $w"; w=$((w * 2)); done
+  [ $((w / 2)) -eq "$gpus" ] || worlds="$worlds $gpus"
+  failed=""
+  for w in $worlds; do
+    # shellcheck disable=SC2086
+    NCCL_NVLS_ENABLE=0 timeout "${BENCH_TIMEOUT:-1200}" torchrun --nproc-per-node "$w" benchmarks/distributed.py \
+      --out "$LOGS/bench" ${DISTRIBUTED_ARGS:-} >> "$LOGS/distributed.log" 2>>"$LOGS/distributed.err" || failed="$failed $w"
+  done
+  python3 benchmarks/distributed.py --scaling "$LOGS/bench" >> "$LOGS/distributed.log" 2>>"$LOGS/distributed.err" ||
+    failed="$failed scaling"
+  if [ -z "$failed" ]; then
+    note "distributed: ok ($((SECONDS - start)) s, worlds$worlds); tables in bench/distributed_w*.md and bench/scaling.md"
   else
-    note "distributed: FAILED"; tail -20 "$LOGS/distributed.err"
+    note "distributed: FAILED at$failed"; tail -20 "$LOGS/distributed.err"
   fi
 fi
 

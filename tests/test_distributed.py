@@ -1,5 +1,5 @@
-"""torch_reduce.distributed.sum and DTensor: 1, 2, 3 and 4 CPU processes over gloo (and 2 GPUs
-over NCCL where a machine has them). Each rank holds a shard of one tensor, split unevenly; the
+"""torch_reduce.distributed.sum and DTensor: 1, 2, 3, 4 and 8 CPU processes over gloo (and every GPU
+over NCCL where a machine has two or more). Each rank holds a shard of one tensor, split unevenly; the
 exact sum over the ranks must be bitwise the single-process exact sum of the whole tensor, for
 every world size; integer sums exact; other variants close to torch.sum."""
 
@@ -120,7 +120,7 @@ def _run(world: int, backend: str = "gloo") -> None:
         mp.spawn(_worker, args=(world, init, seed, backend), nprocs=world, join=True)
 
 
-@pytest.mark.parametrize("world", [1, 2, 3, 4])
+@pytest.mark.parametrize("world", [1, 2, 3, 4, 8])
 def test_gloo_exact_sums_equal_one_process(world):
     _run(world)
 
@@ -128,16 +128,26 @@ def test_gloo_exact_sums_equal_one_process(world):
 @pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.device_count() < 2 or not dist.is_nccl_available(),
                     reason="needs 2 GPUs and NCCL")
 def test_nccl_exact_sums_equal_one_process():
-    _run(2, "nccl")
+    _run(torch.cuda.device_count(), "nccl")
 
 
 def test_benchmark_runs_on_gloo(tmp_path):
-    """benchmarks/distributed.py under torchrun, 2 CPU processes: it checks the exact sums against
-    one process's before timing, and writes its table."""
+    """benchmarks/distributed.py under torchrun, 3 CPU processes (the uneven split leaves rank 1
+    empty): it checks every split's exact sums, the DTensor's and the integer sums against one
+    process's before timing, writes its tables, and --scaling puts the runs of 1 and 3 processes
+    side by side with their bits equal."""
     script = Path(__file__).resolve().parent.parent / "benchmarks" / "distributed.py"
     env = dict(os.environ, CUDA_VISIBLE_DEVICES="", OMP_NUM_THREADS="1")
-    subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", str(script),
-                    "--sizes", "2^12,1001", "--dtypes", "float32,bfloat16", "--reps", "2", "--out", str(tmp_path)],
-                   check=True, env=env, capture_output=True)
-    table = (tmp_path / "distributed.md").read_text()
-    assert table.count("| yes |") == 4, table
+    for world in (1, 3):
+        subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(world), str(script),
+                        "--sizes", "2^12,4194307", "--dtypes", "float32,bfloat16,int64", "--reps", "2",
+                        "--out", str(tmp_path)], check=True, env=env, capture_output=True)
+    table = (tmp_path / "distributed_w3.md").read_text()
+    # Per float case: even, uneven, DTensor and CPU; per integer case: even and uneven.
+    assert table.count(" yes") == 2 * 2 * 4 + 2 * 2 and " NO" not in table, table
+    assert table.count("| float32 | 4194307 |") == 2, table  # checked, then timed
+    done = subprocess.run([sys.executable, str(script), "--scaling", str(tmp_path)], env=env, capture_output=True,
+                          text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
+    scaling = (tmp_path / "scaling.md").read_text()
+    assert scaling.count("| yes (") == 6 and "worlds 1, 3" in scaling, scaling
