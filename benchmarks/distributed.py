@@ -38,7 +38,9 @@ import torch.distributed as dist
 
 import torch_reduce
 import torch_reduce.distributed as trd
-from cpu import cpu_name
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # also under PYTHONSAFEPATH (scripts/check_torch.sh)
+from cpu import cpu_name  # noqa: E402
 
 DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32,
           "float64": torch.float64, "int64": torch.int64}
