@@ -14,8 +14,8 @@ Two splits: "even" (torch.chunk's, as DTensor's Shard(0): the DTensor inputs tak
 Checked first, for every case: each rank's exact sum of either split, and the exact sum of the
 DTensor, is the same bits as one device's exact sum of the whole tensor (made on rank 0) and as
 the CPU's; integer sums (auto and exact) equal torch.sum of the whole. Timed, on the even split:
-a barrier, then one call between CUDA events (wall clock on CPUs), medians over --reps calls, the
-candidates interleaved; beside them the all-reduce alone (of the exact state, and of one value:
+a barrier, then one call between CUDA events (wall clock on CPUs), medians over --reps calls, one
+candidate after another; beside them the all-reduce alone (of the exact state, and of one value:
 the collectives of exact and auto) and, on rank 0 alone, one device's sums of the whole tensor.
 Rank 0 writes distributed_w<world>.json and .md to --out; --scaling reads every such file there,
 checks that the exact sums are the same bits at every world size, and writes scaling.md.
@@ -118,11 +118,9 @@ def bits(t: torch.Tensor) -> str:
     return f"{t.detach().reshape(1).cpu().view(view).item() & ((1 << 8 * width) - 1):0{2 * width}x}"
 
 
-def check_case(dtype: torch.dtype, n: int, whole, shards: dict, mesh, device: torch.device,
-               rank: int, world: int) -> dict:
-    """Every rank's sums of every split against rank 0's sums of the whole tensor."""
-    from torch.distributed.tensor import DTensor, Shard
-
+def check_case(dtype: torch.dtype, whole, shards: dict, dt, rank: int, world: int) -> dict:
+    """Every rank's sums of every split and of the DTensor `dt` (None for integers) against rank
+    0's sums of the whole tensor."""
     want = [None]
     if rank == 0:
         if dtype.is_floating_point:
@@ -139,8 +137,7 @@ def check_case(dtype: torch.dtype, n: int, whole, shards: dict, mesh, device: to
             mine[split] = bits(trd.sum(shard, variant="exact"))
         else:  # integer sums: exact for every variant
             mine[split] = ",".join({bits(trd.sum(shard, variant=v)) for v in ("auto", "exact")})
-    if dtype.is_floating_point:
-        dt = DTensor.from_local(shards["even"], mesh, [Shard(0)], run_check=False, shape=torch.Size([n]), stride=(1,))
+    if dt is not None:
         mine["DTensor"] = bits(torch_reduce.sum(dt, variant="exact").to_local())
     every = [None] * world
     dist.all_gather_object(every, mine)
@@ -148,6 +145,48 @@ def check_case(dtype: torch.dtype, n: int, whole, shards: dict, mesh, device: to
     if "cpu_exact" in want:
         checks["CPU"] = want["cpu_exact"] == want["exact"]
     return {"exact_bits": want["exact"], "checks": checks}
+
+
+def case(name: str, n: int, mesh, device: torch.device, reps: int) -> dict:
+    """One dtype and size: made, checked and (floating dtypes) timed. Its tensors are this call's
+    locals, freed when it returns."""
+    from torch.distributed.tensor import DTensor, Replicate, Shard
+
+    rank, world = dist.get_rank(), dist.get_world_size()
+    dtype = DTYPES[name]
+    # Rank 0 makes the whole tensor and takes its shards as views of it; the others make theirs.
+    whole = elements(0, n, dtype, device) if rank == 0 else None
+    shards = {}
+    for split in ["even"] + (["uneven"] if world > 1 else []):
+        b = bounds(n, world, split)
+        shards[split] = whole[b[rank]:b[rank + 1]] if rank == 0 else elements(b[rank], b[rank + 1], dtype, device)
+    shard = shards["even"]
+    dt = None
+    if dtype.is_floating_point:  # the even split is DTensor's own (torch.chunk's)
+        dt = DTensor.from_local(shard, mesh, [Shard(0)], run_check=False, shape=torch.Size([n]), stride=(1,))
+    row = {"dtype": name, "n": n, "world": world}
+    row.update(check_case(dtype, whole, shards, dt, rank, world))
+    row["exact_bits_ok"] = all(row["checks"].values())
+    if not dtype.is_floating_point:
+        return row
+    state = torch.ops.treduce._exact_state(shard).clone()
+    one = torch.zeros(1, dtype=dtype, device=device)
+    fns = {
+        "distributed.sum exact": lambda: trd.sum(shard, variant="exact"),
+        "distributed.sum auto": lambda: trd.sum(shard),
+        "DTensor torch.sum": lambda: torch.sum(dt).redistribute(mesh, [Replicate()]).to_local(),
+        "DTensor torch_reduce.sum exact": lambda: torch_reduce.sum(dt, variant="exact").to_local(),
+        "all-reduce of the exact state": lambda: dist.all_reduce(state),
+        "all-reduce of one value": lambda: dist.all_reduce(one),
+    }
+    row["times_us"] = {k: timer(device, f, reps) for k, f in fns.items()}
+    if rank == 0:  # one device, the whole tensor; the other ranks wait at the caller's barrier
+        row["one_device_us"] = {
+            "torch.sum": timer(device, lambda: torch.sum(whole), reps, barrier=False),
+            "torch_reduce auto": timer(device, lambda: torch_reduce.sum(whole), reps, barrier=False),
+            "torch_reduce exact": timer(device, lambda: torch_reduce.sum(whole, variant="exact"), reps, barrier=False),
+        }
+    return row
 
 
 def run(args) -> int:
@@ -158,54 +197,18 @@ def run(args) -> int:
     if cuda:
         torch.cuda.set_device(device)
     from torch.distributed.device_mesh import init_device_mesh
-    from torch.distributed.tensor import DTensor, Replicate, Shard
 
     mesh = init_device_mesh(device.type, (world,))
-    splits = ["even"] + (["uneven"] if world > 1 else [])
     rows = []
-    for name in args.dtypes.split(","):
-        name = name.strip()
-        dtype = DTYPES[name]
+    for name in (d.strip() for d in args.dtypes.split(",")):
         for n in (parse_size(s) for s in args.sizes.split(",")):
-            # Rank 0 makes the whole tensor and takes its shards as views of it; the others make theirs.
-            whole = elements(0, n, dtype, device) if rank == 0 else None
-            shards = {}
-            for split in splits:
-                b = bounds(n, world, split)
-                shards[split] = whole[b[rank]:b[rank + 1]] if rank == 0 else elements(b[rank], b[rank + 1], dtype, device)
-            row = {"dtype": name, "n": n, "world": world}
-            row.update(check_case(dtype, n, whole, shards, mesh, device, rank, world))
-            if dtype.is_floating_point:
-                shard = shards["even"]
-                dt = DTensor.from_local(shard, mesh, [Shard(0)], run_check=False, shape=torch.Size([n]), stride=(1,))
-                state = torch.ops.treduce._exact_state(shard).clone()
-                one = torch.zeros(1, dtype=dtype, device=device)
-                fns = {
-                    "distributed.sum exact": lambda: trd.sum(shard, variant="exact"),
-                    "distributed.sum auto": lambda: trd.sum(shard),
-                    "DTensor torch.sum": lambda: torch.sum(dt).redistribute(mesh, [Replicate()]).to_local(),
-                    "DTensor torch_reduce.sum exact": lambda: torch_reduce.sum(dt, variant="exact").to_local(),
-                    "all-reduce of the exact state": lambda: dist.all_reduce(state),
-                    "all-reduce of one value": lambda: dist.all_reduce(one),
-                }
-                times = {k: timer(device, f, args.reps) for k, f in fns.items()}
-                row["times_us"] = times
-                if rank == 0:  # one device, the whole tensor; the other ranks wait at the barrier
-                    row["one_device_us"] = {
-                        "torch.sum": timer(device, lambda: torch.sum(whole), args.reps, barrier=False),
-                        "torch_reduce auto": timer(device, lambda: torch_reduce.sum(whole), args.reps, barrier=False),
-                        "torch_reduce exact": timer(device, lambda: torch_reduce.sum(whole, variant="exact"),
-                                                    args.reps, barrier=False),
-                    }
-                del dt, state, one, fns, shard  # so that `del whole` frees it
-            ok = all(row["checks"].values())
-            row["exact_bits_ok"] = ok
+            row = case(name, n, mesh, device, args.reps)
             rows.append(row)
+            ok = row["exact_bits_ok"]
             if rank == 0:
                 timed = ", ".join(f"{k} {v:.1f} us" for k, v in row.get("times_us", {}).items())
                 print(f"{name} n={size_name(n)} world={world}: exact bits {row['exact_bits']} "
                       f"{'ok' if ok else 'DIFFER'} {row['checks']}" + (f"; {timed}" if timed else ""), flush=True)
-            del whole, shards
             if cuda:
                 torch.cuda.empty_cache()
             dist.barrier()
