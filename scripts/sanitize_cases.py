@@ -43,6 +43,9 @@ def _small_ints(shape, dtype):
 DIMS_CASES = [
     ("short rows (teams of 2)", lambda d: _small_ints((300, 7), d), -1),
     ("rows of 32 loads of 4-byte types (teams of 8)", lambda d: _small_ints((300, 128), d), -1),
+    # Whole rows of 8 to 64 vectors of floats: a team a row, all loads at once (whole_rows_kernel).
+    ("whole short rows", lambda d: _small_ints((301, 64), d), -1),
+    ("whole short rows, longer", lambda d: _small_ints((299, 256), d), -1),
     ("rows (teams of 32)", lambda d: _small_ints((37, 1000), d), -1),
     ("long rows (segments + combine)", lambda d: _small_ints((3, 70001), d), -1),
     # Enough rows of at least 1024 vectors for every multiprocessor: a block a row, of whole

@@ -112,6 +112,10 @@ BIG_LAYOUTS = {
     # The same of whole aligned vectors: float32 four loads a thread, 2-byte types two
     # (two_vector_rows_kernel, as float32 rows of 4096).
     "600x8192": lambda f: f((600, 8192)),
+    # Whole short rows of 8 to 64 vectors (2- and 4-byte floats): a team a row, every load at
+    # once (whole_rows_kernel); row counts that leave the last block part empty.
+    "1031x64": lambda f: f((1031, 64)),
+    "1029x256": lambda f: f((1029, 256)),
     "4096x4096_transposed": lambda f: f((4096, 4096)).t(),
     "32x4096x4096": lambda f: f((32, 4096, 4096)),
 }

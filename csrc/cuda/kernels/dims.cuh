@@ -3,7 +3,8 @@
 // Three shapes of work, picked by run_reduce:
 //  - full reduction of a contiguous run: the vector kernel (vector.cuh);
 //  - rows (inner == 1): a team of 1 to 32 lanes per row, sized so each lane has four to eight
-//    16-byte loads; many long rows (two or more vectors a thread of a 512-thread block) a block
+//    16-byte loads (sums and extrema of floats over whole rows of 8 to 64 vectors: two or four,
+//    in a kernel of few registers); many long rows (two or more vectors a thread of a 512-thread block) a block
 //    each; rows too long for a team while too few to fill the device are cut into segments,
 //    one block each, as many as fill whole waves of the device, and a second kernel combines
 //    each row's segments;
@@ -225,6 +226,44 @@ rows_kernel(const typename R::In* x, Layout3 l, Sink out) {
       v = Op::combine(v, shfl_down(mask, v, offset, kTeam));
     if (t == 0) store_acc<Op>(out, o * l.out_outer, v);
   }
+}
+
+// Whole short rows: every row exactly kTeam * kLoads aligned 16-byte vectors, a team of kTeam
+// lanes a row and a row a team (no loop), each lane's kLoads vectors loaded at once. The same
+// work as rows_kernel's, without its general row (head, tail, groups of four, predicated rest):
+// 18-32 registers against 56, so 8 blocks a multiprocessor instead of 4-6, and twice the lanes
+// a row with half the loads each. Hot / cold us on the H100 (A/B in one process, against
+// rows_kernel's teams of 4 lanes x 4 loads and 8 x 4): bfloat16 rows of 128 3.99 / 9.8 ->
+// 3.30 / 9.34 (torch.compile 3.81-4.05 / 9.41-9.50); float32 rows of 128 5.83 / 14.9 -> 5.41 /
+// 14.55 (6.64-6.85 / 15.2-15.3); bfloat16 rows of 64 5.32 / 10.43 -> 3.33 / 9.35 (3.73 / 9.3).
+// Blocks of 64 threads (torch.compile's shape for these rows) were 2-6x slower.
+template <class R>
+inline constexpr bool kWholeRows =
+    kSumOrExtremum<R> && (std::is_same_v<typename R::In, float> || Lowp<typename R::In>::value);
+template <class R, int kTeam, int kLoads>
+__global__ void __launch_bounds__(kRowsBlock, 2048 / kRowsBlock)
+whole_rows_kernel(const typename R::In* x, Layout3 l, Sink out) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  cudaGridDependencySynchronize();  // as rows_kernel's short rows
+  cudaTriggerProgrammaticLaunchCompletion();
+#endif
+  using Op = typename R::Op;
+  constexpr int64_t kPer = 16 / int64_t(sizeof(typename R::In));
+  const int t = threadIdx.x % kTeam;
+  const unsigned lane = threadIdx.x % 32;
+  const unsigned mask = kTeam == 32 ? 0xffffffffu : ((1u << kTeam) - 1) << (lane / kTeam * kTeam);
+  const int64_t o = int64_t(blockIdx.x) * (kRowsBlock / kTeam) + threadIdx.x / kTeam;
+  if (o >= l.outer) return;  // whole teams
+  const auto* v = reinterpret_cast<const uint4*>(x + o * l.in_outer) + t;
+  uint4 r[kLoads];
+#pragma unroll
+  for (int u = 0; u < kLoads; ++u) r[u] = __ldg(v + u * kTeam);
+  auto acc = Op::identity();
+#pragma unroll
+  for (int u = 0; u < kLoads; ++u) vector_into<R>(acc, r[u], int64_t(t + u * kTeam) * kPer);
+#pragma unroll
+  for (int offset = kTeam / 2; offset > 0; offset >>= 1) acc = Op::combine(acc, shfl_down(mask, acc, offset, kTeam));
+  if (t == 0) store_acc<Op>(out, o * l.out_outer, acc);
 }
 
 // Combines p[j * stride] for j = first, first + step, ... below `count`, in that order, kLoads
@@ -595,6 +634,9 @@ cudaError_t run_rows(const ReduceArgs& a, const Sink& result, size_t* workspace_
   const int64_t per_lane = loads > 32 ? 8 : 4;
   int team = 1;
   while (team < 32 && team * per_lane < loads) team *= 2;
+  // Every row whole aligned 16-byte vectors, contiguous.
+  const bool whole = per_load > 1 && reinterpret_cast<uintptr_t>(x) % 16 == 0 &&
+                     (l.in_outer * int64_t(sizeof(In))) % 16 == 0 && l.reduced % per_load == 0;
   // Many rows of at least two vectors a thread of a kSegmentBlock block (float32 rows of 4096
   // and longer): a block a row, as torch.compile's kernel does. A warp a row left (4096, 4096)
   // float32 with one warp of 56 registers a row, 46% of the warp slots and 76% of DRAM's peak
@@ -609,14 +651,35 @@ cudaError_t run_rows(const ReduceArgs& a, const Sink& result, size_t* workspace_
         return cudaSuccess;
       }
       if (l.outer > kMaxGridX) return cudaErrorInvalidConfiguration;
-      const bool whole = reinterpret_cast<uintptr_t>(x) % 16 == 0 && (l.in_outer * int64_t(sizeof(In))) % 16 == 0 &&
-                         l.reduced % per_load == 0;
-      if (whole && l.reduced / per_load == 2 * kSegmentBlock) {
+      if (whole && loads == 2 * kSegmentBlock) {
         two_vector_rows_kernel<R><<<unsigned(l.outer), kSegmentBlock, 0, a.stream>>>(x, l, result);
         return last_launch_error();
       }
       row_segments_kernel<R><<<unsigned(l.outer), kSegmentBlock, 0, a.stream>>>(x, l, l.reduced, 1, whole, result);
       return last_launch_error();
+    }
+  }
+  // Whole rows of 8 to 64 vectors of floats: two loads a lane up to 16 vectors a row, four
+  // from 32 (float32 rows of 128: 8 lanes x 4 loads 5.41 / 14.55 us, 16 x 2 5.8 / 14.5; rows
+  // of 64 vectors: 16 x 4 5.45 / 14.55, 8 x 8 5.7 / 14.7).
+  if constexpr (kWholeRows<R>) {
+    if (whole && (loads == 8 || loads == 16 || loads == 32 || loads == 64)) {
+      const int lanes = int(loads <= 16 ? loads / 2 : loads / 4);
+      const int64_t blocks = ceil_div(l.outer, int64_t(kRowsBlock / lanes));
+      if (blocks <= kMaxGridX) {
+        if (workspace_bytes) {
+          *workspace_bytes = 0;
+          return cudaSuccess;
+        }
+        const auto launch = [&](auto kernel) {
+          return launch_dependent(kernel, dim3(unsigned(blocks)), dim3(kRowsBlock), a, x, l, result);
+        };
+        switch (lanes) {
+          case 4: return launch(whole_rows_kernel<R, 4, 2>);
+          case 8: return launch(loads == 16 ? whole_rows_kernel<R, 8, 2> : whole_rows_kernel<R, 8, 4>);
+          default: return launch(whole_rows_kernel<R, 16, 4>);
+        }
+      }
     }
   }
   // Teams when rows are short, or when there are rows enough for a quarter of the device's
