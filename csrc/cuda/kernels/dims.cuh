@@ -4,10 +4,10 @@
 //  - full reduction of a contiguous run: the vector kernel (vector.cuh);
 //  - rows (inner == 1): a team of 1 to 32 lanes per row, sized so each lane has four to eight
 //    16-byte loads (sums and extrema of floats over whole rows of 8 to 64 vectors: two or four,
-//    in a kernel of few registers); many long rows (two or more vectors a thread of a 512-thread block) a block
-//    each; rows too long for a team while too few to fill the device are cut into segments,
-//    one block each, as many as fill whole waves of the device, and a second kernel combines
-//    each row's segments;
+//    in a kernel of few registers); many long rows (two or more vectors a thread of a
+//    512-thread block) a block each; rows too long for a team while too few to fill the device
+//    are cut into segments, one block each, as many as fill whole waves of the device, and a
+//    second kernel combines each row's segments;
 //  - columns (inner > 1): threads own adjacent outputs (16 bytes of them when the inner run
 //    is contiguous and aligned; 8 bytes for 2-byte types with few outputs) and walk the
 //    reduced dim; when the outputs alone do not fill the device (or a row has fewer outputs
