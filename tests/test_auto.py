@@ -367,6 +367,56 @@ def test_bool_count_past_2_32():
     assert got.item() == n - len(range(0, n, 1000))
 
 
+def whole_short_rows_case(dtype, row_bytes, view, device, gen):
+    """1031 rows of row_bytes (8 to 64 16-byte vectors) of small integers: contiguous ("whole"),
+    a slice of wider rows, 16-byte aligned with a gap between rows ("gaps"), or a view one
+    element in ("one_in", not aligned)."""
+    cols = row_bytes // dtype.itemsize
+    extra = {"whole": 0, "gaps": 16 // dtype.itemsize, "one_in": 1}[view]
+    base = torch.randint(-8, 9, (1031, cols + extra), device=device, generator=gen).to(dtype)
+    return base[:, 1:] if view == "one_in" else base[:, :cols]
+
+
+@cuda_only
+@pytest.mark.parametrize("view", ["whole", "gaps", "one_in"])
+@pytest.mark.parametrize("row_bytes", [128, 256, 512, 1024], ids=str)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16], ids=str)
+def test_whole_short_rows(dtype, row_bytes, view):
+    """Rows of 8 to 64 whole aligned 16-byte vectors of floats take a team a row with every load
+    issued at once (whole_rows_kernel), rows with gaps between them too; 1031 rows leave the last
+    block part empty; the view one element in takes the general rows kernel. Small integers: the
+    sums are exact (16-bit floats summed to float32, which holds them), the extrema too."""
+    gen, seed = fresh_generator("cuda")
+    x = whole_short_rows_case(dtype, row_bytes, view, "cuda", gen)
+    want = torch.sum(x.double(), -1)
+    wide = {"dtype": torch.float32} if dtype != torch.float32 else {}
+    assert torch.equal(torch_reduce.sum(x, -1, **wide).double(), want), f"seed {seed}"
+    for op in ("amax", "amin"):
+        got = getattr(torch_reduce, op)(x, -1)
+        assert got.dtype == dtype and torch.equal(got.double(), getattr(torch, op)(x.double(), -1)), f"{op}, seed {seed}"
+    rtol = 1e-6 if dtype == torch.float32 else 2.0**-7
+    got = torch_reduce.mean(x, -1)
+    assert got.dtype == dtype and torch.allclose(got.double(), want / x.shape[-1], rtol=rtol, atol=1e-6), f"seed {seed}"
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA device with 5 GB free")
+def test_whole_short_rows_past_2_31_elements():
+    """2^24 + 3 rows of 128 bfloat16 (2^31 + 384 elements): rows past element 2^31 are reached
+    with 64-bit offsets."""
+    rows = 2**24 + 3
+    x = torch.ones((rows, 128), dtype=torch.bfloat16, device="cuda")
+    x[-1] = 2
+    x[2**24 - 1, 5] = 3
+    x[2**24 + 1, 127] = -4
+    got = torch_reduce.sum(x, -1, dtype=torch.float32)
+    assert (got[-1].item(), got[2**24 - 1].item(), got[2**24 + 1].item()) == (256.0, 130.0, 123.0)
+    assert int((got == 128).sum().item()) == rows - 3
+    top = torch_reduce.amax(x, -1)
+    assert (top[-1].item(), top[2**24 - 1].item(), top[2**24 + 1].item(), top[0].item()) == (2.0, 3.0, 1.0, 1.0)
+    assert torch_reduce.amin(x, -1)[2**24 + 1].item() == -4.0
+
+
 @cuda_only
 @pytest.mark.parametrize("view", ["whole", "one_in"])
 @pytest.mark.parametrize("cols", [4096, 8196], ids=str)
