@@ -236,7 +236,7 @@ rows_kernel(const typename R::In* x, Layout3 l, Sink out) {
 // rows_kernel's teams of 4 lanes x 4 loads and 8 x 4): bfloat16 rows of 128 3.99 / 9.8 ->
 // 3.30 / 9.34 (torch.compile 3.81-4.05 / 9.41-9.50); float32 rows of 128 5.83 / 14.9 -> 5.41 /
 // 14.55 (6.64-6.85 / 15.2-15.3); bfloat16 rows of 64 5.32 / 10.43 -> 3.33 / 9.35 (3.73 / 9.3).
-// Blocks of 64 threads (torch.compile's shape for these rows) were 2-6x slower.
+// Blocks of 64 threads (torch.compile's shape for these rows) were 2-7x slower.
 template <class R>
 inline constexpr bool kWholeRows =
     kSumOrExtremum<R> && (std::is_same_v<typename R::In, float> || Lowp<typename R::In>::value);
