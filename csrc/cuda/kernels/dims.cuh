@@ -202,6 +202,18 @@ inline constexpr bool kGroupRows = kGroupLoads<R> && HasReduceValues<typename R:
 // with it.
 inline constexpr int kDependentTeam = 8;
 
+// Reduces a team's kTeam values (a power of two up to 32, aligned in the warp) into its first
+// lane. The mask names the team's lanes only: teams of one warp may leave their loop at
+// different rows.
+template <class Op, int kTeam, class A>
+__device__ __forceinline__ A team_reduce(A v) {
+  const unsigned lane = threadIdx.x % 32;
+  const unsigned mask = kTeam == 32 ? 0xffffffffu : ((1u << kTeam) - 1) << (lane / kTeam * kTeam);
+#pragma unroll
+  for (int offset = kTeam / 2; offset > 0; offset >>= 1) v = Op::combine(v, shfl_down(mask, v, offset, kTeam));
+  return v;
+}
+
 // Rows, a team of kTeam lanes (a power of two up to 32) per row.
 template <class R, int kTeam>
 __global__ void __launch_bounds__(kRowsBlock, kTeamMinBlocks<R, kTeam>)
@@ -214,16 +226,11 @@ rows_kernel(const typename R::In* x, Layout3 l, Sink out) {
 #endif
   using Op = typename R::Op;
   const int t = threadIdx.x % kTeam;
-  const unsigned lane = threadIdx.x % 32;
-  // The team's lanes only: teams of one warp may leave the loop at different rows.
-  const unsigned mask = kTeam == 32 ? 0xffffffffu : ((1u << kTeam) - 1) << (lane / kTeam * kTeam);
   constexpr int64_t kRowsPerBlock = kRowsBlock / kTeam;
   for (int64_t o = blockIdx.x * kRowsPerBlock + threadIdx.x / kTeam; o < l.outer;
        o += int64_t(gridDim.x) * kRowsPerBlock) {
     auto v = row_part<R, kTeam, kGroupRows<R>>(x + o * l.in_outer, 0, l.reduced, l.in_reduced, t);
-#pragma unroll
-    for (int offset = kTeam / 2; offset > 0; offset >>= 1)
-      v = Op::combine(v, shfl_down(mask, v, offset, kTeam));
+    v = team_reduce<Op, kTeam>(v);
     if (t == 0) store_acc<Op>(out, o * l.out_outer, v);
   }
 }
@@ -250,8 +257,6 @@ whole_rows_kernel(const typename R::In* x, Layout3 l, Sink out) {
   using Op = typename R::Op;
   constexpr int64_t kPer = 16 / int64_t(sizeof(typename R::In));
   const int t = threadIdx.x % kTeam;
-  const unsigned lane = threadIdx.x % 32;
-  const unsigned mask = kTeam == 32 ? 0xffffffffu : ((1u << kTeam) - 1) << (lane / kTeam * kTeam);
   const int64_t o = int64_t(blockIdx.x) * (kRowsBlock / kTeam) + threadIdx.x / kTeam;
   if (o >= l.outer) return;  // whole teams
   const auto* v = reinterpret_cast<const uint4*>(x + o * l.in_outer) + t;
@@ -261,8 +266,7 @@ whole_rows_kernel(const typename R::In* x, Layout3 l, Sink out) {
   auto acc = Op::identity();
 #pragma unroll
   for (int u = 0; u < kLoads; ++u) vector_into<R>(acc, r[u], int64_t(t + u * kTeam) * kPer);
-#pragma unroll
-  for (int offset = kTeam / 2; offset > 0; offset >>= 1) acc = Op::combine(acc, shfl_down(mask, acc, offset, kTeam));
+  acc = team_reduce<Op, kTeam>(acc);
   if (t == 0) store_acc<Op>(out, o * l.out_outer, acc);
 }
 
@@ -674,9 +678,10 @@ cudaError_t run_rows(const ReduceArgs& a, const Sink& result, size_t* workspace_
         const auto launch = [&](auto kernel) {
           return launch_dependent(kernel, dim3(unsigned(blocks)), dim3(kRowsBlock), a, x, l, result);
         };
-        switch (lanes) {
-          case 4: return launch(whole_rows_kernel<R, 4, 2>);
-          case 8: return launch(loads == 16 ? whole_rows_kernel<R, 8, 2> : whole_rows_kernel<R, 8, 4>);
+        switch (loads) {
+          case 8: return launch(whole_rows_kernel<R, 4, 2>);
+          case 16: return launch(whole_rows_kernel<R, 8, 2>);
+          case 32: return launch(whole_rows_kernel<R, 8, 4>);
           default: return launch(whole_rows_kernel<R, 16, 4>);
         }
       }
