@@ -768,12 +768,9 @@ inline ColumnsShape columns_shape(const Layout3& l, int64_t V, int threads, int 
     else if (blocks_for(kColumnsMaxY) >= wanted) Y = kColumnsMaxY;
   }
   // No thread across without an output: while half the threads across cover a row's outputs,
-  // twice the threads go down (the blocks stay as many), down to one thread across. (65536,
-  // 128) bfloat16 over dim 0 had 16 vectors of outputs and 32 threads across: half of every
-  // block idle; (2^20, 16) bfloat16, stopped at Y = 32, 8 threads across for 2 vectors (13.9 /
-  // 22.1 us hot / cold against 9.3 / 19.2 with 2 across; uint8, one vector, 23.4 / 30.1 -> 10.5 /
-  // 16.7; H100).
-  while (Y < threads && int64_t(threads / Y / 2) * V >= l.inner) Y *= 2;
+  // twice the threads go down (the blocks stay as many). (65536, 128) bfloat16 over dim 0 had 16
+  // vectors of outputs and 32 threads across: half of every block idle.
+  while (Y < kColumnsMaxY && int64_t(threads / Y / 2) * V >= l.inner) Y *= 2;
   ColumnsShape c{};
   c.Y = Y;
   c.X = threads / Y;
