@@ -59,6 +59,9 @@ DIMS_CASES = [
     ("columns (one split)", lambda d: _small_ints((130, 5000), d), 0),
     ("3-D middle dim", lambda d: _small_ints((33, 65, 17), d), 1),
     ("misaligned columns", lambda d: _small_ints((64, 34), d)[:, 1:], 0),
+    # Rows of few outputs: fewer than 32 threads across, the rows of a warp combined by shuffles.
+    ("columns of few outputs", lambda d: _small_ints((20000, 16), d), 0),
+    ("columns of few outputs, not vectors", lambda d: _small_ints((3001, 5), d), 0),
     ("columns, a partial vector last", lambda d: _small_ints((40, 9, 32), d)[:, :, :29], 1),
     # Few long rows: 2-byte types take 8-byte vectors here; the last 2 outputs are elements.
     ("columns, 8-byte vectors, a partial vector last", lambda d: _small_ints((16, 65544), d)[:, :65538], 0),

@@ -102,6 +102,10 @@ LAYOUTS = {
 # Full size, on CUDA only.
 BIG_LAYOUTS = {
     "65536x128": lambda f: f((65536, 128)),
+    # Few outputs down a long dim: one or two vectors a row, a thread across and the block's
+    # other threads down the rows; 5 outputs: one vector and the last output alone.
+    "262147x16": lambda f: f((262147, 16)),
+    "100003x5": lambda f: f((100003, 5)),
     "128x65536": lambda f: f((128, 65536)),
     # Few outputs of 2-byte types go as 8-byte vectors; the last 2 of each row as elements.
     "128x65538_cropped": lambda f: f((128, 65544))[:, :65538],

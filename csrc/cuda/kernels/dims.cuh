@@ -10,10 +10,11 @@
 //    second kernel combines each row's segments;
 //  - columns (inner > 1): threads own adjacent outputs (16 bytes of them when the inner run
 //    is contiguous and aligned; 8 bytes for 2-byte types with few outputs) and walk the
-//    reduced dim; when the outputs alone do not fill the device (or a row has fewer outputs
-//    than a block has threads across), up to 32 threads share a column in a block, then the
-//    reduced dim is split across blocks too, and a second kernel combines the splits. Each
-//    thread's outputs are stored as one run (16-byte stores where aligned).
+//    reduced dim; when the outputs alone do not fill the device, up to 32 threads share a
+//    column in a block (up to the whole block when a row has fewer outputs than a block has
+//    threads across), then the reduced dim is split across blocks too, and a second kernel
+//    combines the splits. Each thread's outputs are stored as one run (16-byte stores where
+//    aligned).
 // Every output is combined in an order fixed by the shape and the device, never by timing:
 // results are the same bits on every call.
 #pragma once
@@ -52,8 +53,8 @@ inline constexpr int kTeamMinBlocks =
     kTeam <= 8 && sizeof(typename R::In) == 4 && sizeof(typename R::Acc) == 4 && kSumOrExtremum<R> ? 6
                                                                                                  : kRowsMinBlocks<R>;
 inline constexpr int kSegmentBlock = 512;
-// Columns: blocks of kColumnsBlock threads, X across the outputs times Y (1 to 32) down
-// the reduced dim.
+// Columns: blocks of kColumnsBlock threads, X across the outputs times Y down the reduced dim
+// (1 to 32; up to the whole block for rows of few outputs).
 inline constexpr int kColumnsBlock = 256;
 inline constexpr int kNarrowBlock = 128;  // the 8-byte column kernel (run_reduce)
 inline constexpr int kColumnsMaxY = 32;
@@ -566,12 +567,39 @@ columns_kernel(const typename R::In* x, Layout3 l, unsigned column_blocks, int64
     flush();
   }
 
-  if (Y > 1) {
+  // Output j of thread t is parked at [j][t]: a warp's accesses are consecutive words, free of
+  // bank conflicts (at [t][j] they were V-way conflicts).
+  __shared__ Acc parked[V][kColumnsBlock];
+  if (Y > 1 && X < 32) {
+    // A warp holds 32 / X rows of the same X columns: shuffles combine them (lane l with lane
+    // l + offset, offsets 16 down to X: fixed pairs, deterministic), then the first X lanes of
+    // each warp park the warp's values and the block's first X threads combine the warps in
+    // order. One barrier where the tree over y below takes log2(Y). Hot on the H100:
+    // bfloat16 (65536, 64) over dim 0 5.63 -> 5.22 us, (65536, 32) 4.54 -> 3.85, (2^20, 16)
+    // 9.46 -> 8.92; nothing slower.
+    const int lane = int(threadIdx.x + threadIdx.y * X) % 32, warp = int(threadIdx.x + threadIdx.y * X) / 32;
+    for (int offset = 16; offset >= X; offset /= 2) {
+#pragma unroll
+      for (int j = 0; j < V; ++j) acc[j] = Op::combine(acc[j], shfl_down(0xffffffffu, acc[j], offset));
+    }
+    const int warps = X * Y / 32;
+    if (warps > 1) {
+      if (lane < X) {
+#pragma unroll
+        for (int j = 0; j < V; ++j) parked[j][warp * X + lane] = acc[j];
+      }
+      __syncthreads();
+      if (threadIdx.y > 0) return;
+      for (int w = 1; w < warps; ++w) {
+#pragma unroll
+        for (int j = 0; j < V; ++j) acc[j] = Op::combine(acc[j], parked[j][w * X + threadIdx.x]);
+      }
+    } else if (threadIdx.y > 0) {
+      return;
+    }
+  } else if (Y > 1) {
     // The Y threads of each column combine as a tree over y (fixed pairs: deterministic):
     // log2(Y) steps for every thread instead of Y - 1 steps for one.
-    // Output j of thread t is parked at [j][t]: a warp's accesses are consecutive words, free
-    // of bank conflicts (at [t][j] they were V-way conflicts).
-    __shared__ Acc parked[V][kColumnsBlock];
     const int t = threadIdx.y * X + threadIdx.x;
 #pragma unroll
     for (int j = 0; j < V; ++j) parked[j][t] = acc[j];
@@ -753,13 +781,15 @@ struct ColumnsShape {
   int64_t splits, per_split;
 };
 
-// About three blocks per multiprocessor keep the memory busy. Threads go down the reduced dim
+// About two blocks per multiprocessor keep the memory busy. Threads go down the reduced dim
 // (Y) only when the outputs alone give fewer blocks than that; past Y = 8, only if that saves
 // splitting the reduced dim across blocks, which costs a second kernel. (Measured on
 // (128, 65536) and (4096, 4096) over dim 0: Y = 32 with splits was slower than Y = 8 with more
-// splits.)
+// splits.) Two rather than three: a third fewer splits for the combine; hot on the H100,
+// (65536, 128) float32 over dim 0 8.68 -> 8.20 us, var of it 14.50 -> 13.14, uint8 (2^20, 16)
+// 10.89 -> 9.72; cold within +-0.2 us; four were slower (benchmarks/NOTES.md).
 inline ColumnsShape columns_shape(const Layout3& l, int64_t V, int threads, int sm_count) {
-  const int64_t wanted = int64_t(sm_count) * 3;
+  const int64_t wanted = int64_t(sm_count) * 2;
   const auto blocks_for = [&](int y) { return l.outer * ceil_div(l.inner, int64_t(threads / y) * V); };
   int Y = 1;
   while (Y < 8 && blocks_for(Y) < wanted) Y *= 2;
@@ -768,9 +798,12 @@ inline ColumnsShape columns_shape(const Layout3& l, int64_t V, int threads, int 
     else if (blocks_for(kColumnsMaxY) >= wanted) Y = kColumnsMaxY;
   }
   // No thread across without an output: while half the threads across cover a row's outputs,
-  // twice the threads go down (the blocks stay as many). (65536, 128) bfloat16 over dim 0 had 16
-  // vectors of outputs and 32 threads across: half of every block idle.
-  while (Y < kColumnsMaxY && int64_t(threads / Y / 2) * V >= l.inner) Y *= 2;
+  // twice the threads go down (the blocks stay as many), down to one thread across. (65536,
+  // 128) bfloat16 over dim 0 had 16 vectors of outputs and 32 threads across: half of every
+  // block idle; (2^20, 16) bfloat16, stopped at Y = 32, 8 threads across for 2 vectors (13.9 /
+  // 22.1 us hot / cold against 9.3 / 19.2 with 2 across; uint8, one vector, 23.4 / 30.1 -> 10.5 /
+  // 16.7; H100).
+  while (Y < threads && int64_t(threads / Y / 2) * V >= l.inner) Y *= 2;
   ColumnsShape c{};
   c.Y = Y;
   c.X = threads / Y;
