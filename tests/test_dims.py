@@ -107,6 +107,8 @@ BIG_LAYOUTS = {
     "262147x16": lambda f: f((262147, 16)),
     "100003x5": lambda f: f((100003, 5)),
     "128x65536": lambda f: f((128, 65536)),
+    # Few rows under many outputs: over dim 0, many threads down each column, no split.
+    "512x16384": lambda f: f((512, 16384)),
     # Few outputs of 2-byte types go as 8-byte vectors; the last 2 of each row as elements.
     "128x65538_cropped": lambda f: f((128, 65544))[:, :65538],
     "4096x4096": lambda f: f((4096, 4096)),

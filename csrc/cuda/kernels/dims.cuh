@@ -788,14 +788,26 @@ struct ColumnsShape {
 // splits.) Two rather than three: a third fewer splits for the combine; hot on the H100,
 // (65536, 128) float32 over dim 0 8.68 -> 8.20 us, var of it 14.50 -> 13.14, uint8 (2^20, 16)
 // 10.89 -> 9.72; cold within +-0.2 us; four were slower (benchmarks/NOTES.md).
+// Short of that, 32 threads down and no split when that still gives a block a multiprocessor
+// (and each thread four rows): the second kernel cost more than the blocks missing. (512,
+// 16384) bfloat16 over dim 0, 256 blocks instead of 320 and a combine: 6.32 / 12.54 -> 4.39 /
+// 10.43 us hot / cold, var of it 15.44 / 21.02 -> 6.18 / 11.65, float32 (512, 8192) 5.52 / 11.90
+// -> 4.39 / 10.37 (H100).
 inline ColumnsShape columns_shape(const Layout3& l, int64_t V, int threads, int sm_count) {
   const int64_t wanted = int64_t(sm_count) * 2;
   const auto blocks_for = [&](int y) { return l.outer * ceil_div(l.inner, int64_t(threads / y) * V); };
   int Y = 1;
+  bool one_pass = false;
   while (Y < 8 && blocks_for(Y) < wanted) Y *= 2;
   if (blocks_for(Y) < wanted) {
-    if (blocks_for(16) >= wanted) Y = 16;
-    else if (blocks_for(kColumnsMaxY) >= wanted) Y = kColumnsMaxY;
+    if (blocks_for(16) >= wanted) {
+      Y = 16;
+    } else if (blocks_for(kColumnsMaxY) >= wanted) {
+      Y = kColumnsMaxY;
+    } else if (blocks_for(kColumnsMaxY) >= sm_count && l.reduced >= 4 * kColumnsMaxY) {
+      Y = kColumnsMaxY;
+      one_pass = true;
+    }
   }
   // No thread across without an output: while half the threads across cover a row's outputs,
   // twice the threads go down (the blocks stay as many), down to one thread across. (65536,
@@ -810,7 +822,7 @@ inline ColumnsShape columns_shape(const Layout3& l, int64_t V, int threads, int 
   c.whole = l.inner / V * V;
   c.column_blocks = std::max<int64_t>(1, ceil_div(c.whole, int64_t(c.X) * V));
   const int64_t xblocks = l.outer * c.column_blocks;
-  c.splits = std::clamp<int64_t>(ceil_div(wanted, xblocks), 1, std::max<int64_t>(1, l.reduced / (4 * Y)));
+  c.splits = one_pass ? 1 : std::clamp<int64_t>(ceil_div(wanted, xblocks), 1, std::max<int64_t>(1, l.reduced / (4 * Y)));
   c.splits = std::min<int64_t>(c.splits, 65535);
   c.per_split = ceil_div(l.reduced, c.splits);
   c.splits = ceil_div(l.reduced, c.per_split);
