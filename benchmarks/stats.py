@@ -142,10 +142,11 @@ def _as_tuple(r):
     return r if isinstance(r, tuple) else (r,)
 
 
-def _check(name: str, got, want, rtol: float, floor: float = 0.0) -> None:
-    """Relative error of each result against the float64 reference, at most rtol; `floor` (the
-    mean magnitude of the input) keeps a mean that cancels to near 0 from making the bound far
-    smaller than the roundings of the sums it came from."""
+def _check(name: str, got, want, rtol: float, x: torch.Tensor) -> None:
+    """Relative error of each result against the float64 reference, at most rtol; relative to at
+    least the mean magnitude of the input x, so that a mean that cancels to near 0 does not make
+    the bound far smaller than the roundings of the sums it came from."""
+    floor = x.double().abs().mean().item() if x.numel() else 0.0
     for g, w in zip(_as_tuple(got), _as_tuple(want)):
         scale = max(w.abs().max().item(), floor, 1e-30)
         err = (g.double() - w).abs().max().item()
@@ -173,9 +174,8 @@ def run(reps: int, only: str | None, suite: str = "stats") -> list[Row]:
             "torch_reduce": lambda: case.ours_fn(x),
             "read probe": lambda: torch.ops.treduce._read_probe(x),
         }
-        floor = x.double().abs().mean().item() if x.numel() else 0.0
         for cand in ("torch", "torch.compile", "torch_reduce"):
-            _check(f"{cand} on {name}", fns[cand](), want, case.rtol, floor)
+            _check(f"{cand} on {name}", fns[cand](), want, case.rtol, x)
         del want
         nbytes = x.numel() * x.element_size()
         for mode in ("hot", "cold"):
