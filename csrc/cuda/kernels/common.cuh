@@ -243,11 +243,13 @@ __device__ __forceinline__ A load_cg(const A* p) {
   }
 }
 
-// Reduces a warp's 32 values into lane 0 through register shuffles.
+// Reduces a warp's 32 values into lane 0 through register shuffles. With `last` > 1 it stops
+// at that offset: lanes 0 to last - 1 each hold the combine of the lanes congruent to them
+// modulo `last` (a warp of 32 / last rows of `last` columns each).
 template <class Op, class A>
-__device__ __forceinline__ A warp_reduce(A v) {
+__device__ __forceinline__ A warp_reduce(A v, int last = 1) {
 #pragma unroll
-  for (int offset = 16; offset > 0; offset >>= 1) v = Op::combine(v, shfl_down(0xffffffffu, v, offset));
+  for (int offset = 16; offset >= last; offset >>= 1) v = Op::combine(v, shfl_down(0xffffffffu, v, offset));
   return v;
 }
 

@@ -570,6 +570,7 @@ columns_kernel(const typename R::In* x, Layout3 l, unsigned column_blocks, int64
   // Output j of thread t is parked at [j][t]: a warp's accesses are consecutive words, free of
   // bank conflicts (at [t][j] they were V-way conflicts).
   __shared__ Acc parked[V][kColumnsBlock];
+  const int t = threadIdx.y * X + threadIdx.x;
   if (Y > 1 && X < 32) {
     // A warp holds 32 / X rows of the same X columns: shuffles combine them (lane l with lane
     // l + offset, offsets 16 down to X: fixed pairs, deterministic), then the first X lanes of
@@ -577,11 +578,9 @@ columns_kernel(const typename R::In* x, Layout3 l, unsigned column_blocks, int64
     // order. One barrier where the tree over y below takes log2(Y). Hot on the H100:
     // bfloat16 (65536, 64) over dim 0 5.63 -> 5.22 us, (65536, 32) 4.54 -> 3.85, (2^20, 16)
     // 9.46 -> 8.92; nothing slower.
-    const int lane = int(threadIdx.x + threadIdx.y * X) % 32, warp = int(threadIdx.x + threadIdx.y * X) / 32;
-    for (int offset = 16; offset >= X; offset /= 2) {
+    const int lane = t % 32, warp = t / 32;
 #pragma unroll
-      for (int j = 0; j < V; ++j) acc[j] = Op::combine(acc[j], shfl_down(0xffffffffu, acc[j], offset));
-    }
+    for (int j = 0; j < V; ++j) acc[j] = warp_reduce<Op>(acc[j], X);
     const int warps = X * Y / 32;
     if (warps > 1) {
       if (lane < X) {
@@ -600,7 +599,6 @@ columns_kernel(const typename R::In* x, Layout3 l, unsigned column_blocks, int64
   } else if (Y > 1) {
     // The Y threads of each column combine as a tree over y (fixed pairs: deterministic):
     // log2(Y) steps for every thread instead of Y - 1 steps for one.
-    const int t = threadIdx.y * X + threadIdx.x;
 #pragma unroll
     for (int j = 0; j < V; ++j) parked[j][t] = acc[j];
     for (int step = Y / 2; step > 0; step /= 2) {
