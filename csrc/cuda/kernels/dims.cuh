@@ -777,25 +777,32 @@ struct ColumnsShape {
   int64_t whole;           // the outputs of one outer index in whole V-vectors (inner rounded down)
   int64_t column_blocks;   // blocks across those, per outer index
   int64_t splits, per_split;
+  bool deep;               // Y past 8 to save a split or for few outputs (not for splits alone)
 };
 
 // About two blocks per multiprocessor keep the memory busy. Threads go down the reduced dim
 // (Y) only when the outputs alone give fewer blocks than that; past Y = 8, only if that saves
-// splitting the reduced dim across blocks, which costs a second kernel. (Measured on
-// (128, 65536) and (4096, 4096) over dim 0: Y = 32 with splits was slower than Y = 8 with more
-// splits.) Two rather than three: a third fewer splits for the combine; hot on the H100,
-// (65536, 128) float32 over dim 0 8.68 -> 8.20 us, var of it 14.50 -> 13.14, uint8 (2^20, 16)
-// 10.89 -> 9.72; cold within +-0.2 us; four were slower (benchmarks/NOTES.md).
+// splitting the reduced dim across blocks, which costs a second kernel, or, for 1- and 2-byte
+// inputs (8 or 16 outputs a thread) whose reduced dim is split anyway, to 16: half the splits,
+// so half the partials to write and combine. Hot / cold us over dim 0, H100: (4096, 4096) uint8
+// 12.6 / 18.8 -> 9.6 / 16.5, bfloat16 9.3 / 18.1 -> 9.2 / 17.6, var of bfloat16 22.1 / 26.6 ->
+// 18.2 / 22.7, (2048, 8192) bfloat16 9.2 / 18.1 -> 9.1 / 17.5; float32 was mixed ((4096, 4096)
+// 25.5 -> 25.2 hot, (8192, 1024) 8.1 -> 9.3, argmax of (4096, 4096) 28.5 -> 29.2). (128, 65536)
+// and (4096, 4096) over dim 0 with Y = 32 and splits were slower than with Y = 8 and more
+// splits. Not for indexed operators (`deeper` false): argmax measured slower, as float32.
+// Two blocks per multiprocessor rather than three: a third fewer splits for the combine; hot on
+// the H100, (65536, 128) float32 over dim 0 8.68 -> 8.20 us, var of it 14.50 -> 13.14, uint8
+// (2^20, 16) 10.89 -> 9.72; cold within +-0.2 us; four were slower (benchmarks/NOTES.md).
 // Short of that, 32 threads down and no split when that still gives a block a multiprocessor
 // (and each thread four rows): the second kernel cost more than the blocks missing. (512,
 // 16384) bfloat16 over dim 0, 256 blocks instead of 320 and a combine: 6.32 / 12.54 -> 4.39 /
 // 10.43 us hot / cold, var of it 15.44 / 21.02 -> 6.18 / 11.65, float32 (512, 8192) 5.52 / 11.90
 // -> 4.39 / 10.37 (H100).
-inline ColumnsShape columns_shape(const Layout3& l, int64_t V, int threads, int sm_count) {
+inline ColumnsShape columns_shape(const Layout3& l, int64_t V, int threads, int sm_count, bool deeper) {
   const int64_t wanted = int64_t(sm_count) * 2;
   const auto blocks_for = [&](int y) { return l.outer * ceil_div(l.inner, int64_t(threads / y) * V); };
   int Y = 1;
-  bool one_pass = false;
+  bool one_pass = false, split_deeper = false;
   while (Y < 8 && blocks_for(Y) < wanted) Y *= 2;
   if (blocks_for(Y) < wanted) {
     if (blocks_for(16) >= wanted) {
@@ -805,6 +812,8 @@ inline ColumnsShape columns_shape(const Layout3& l, int64_t V, int threads, int 
     } else if (blocks_for(kColumnsMaxY) >= sm_count && l.reduced >= 4 * kColumnsMaxY) {
       Y = kColumnsMaxY;
       one_pass = true;
+    } else {
+      split_deeper = deeper && V >= 8;  // 1- and 2-byte inputs (4-byte ones measured mixed)
     }
   }
   // No thread across without an output: while half the threads across cover a row's outputs,
@@ -815,6 +824,8 @@ inline ColumnsShape columns_shape(const Layout3& l, int64_t V, int threads, int 
   // 16.7; H100).
   while (Y < threads && int64_t(threads / Y / 2) * V >= l.inner) Y *= 2;
   ColumnsShape c{};
+  c.deep = Y >= 16;
+  if (split_deeper) Y = std::max(Y, 16);
   c.Y = Y;
   c.X = threads / Y;
   c.whole = l.inner / V * V;
@@ -898,16 +909,19 @@ cudaError_t run_reduce(const ReduceArgs& a, size_t* workspace_bytes) {
   };
   const bool vectors = l.in_inner == 1 && reinterpret_cast<uintptr_t>(a.in) % 16 == 0 &&
                        aligned(l.in_outer, l.outer) && aligned(l.in_reduced, l.reduced);
-  if (!vectors) return run_columns<R, 1, 4>(a, result, columns_shape(l, 1, kColumnsBlock, a.sm_count), workspace_bytes);
-  const ColumnsShape wide = columns_shape(l, kV, kColumnsBlock, a.sm_count);
+  constexpr bool kDeeper = !is_indexed_v<typename R::Op>;
+  if (!vectors) {
+    return run_columns<R, 1, 4>(a, result, columns_shape(l, 1, kColumnsBlock, a.sm_count, kDeeper), workspace_bytes);
+  }
+  const ColumnsShape wide = columns_shape(l, kV, kColumnsBlock, a.sm_count, kDeeper);
   // Few outputs of a 2-byte type: 16-byte vectors give 8 outputs a thread, so few threads
   // across that 16 go down each column and a 4-level tree combines them. 8-byte vectors,
   // blocks of kNarrowBlock threads and 8 loads in flight fill the device with Y <= 8 instead.
   // (128, 65536) bfloat16 over dim 0: 3.99 us against 4.53 (torch 4.56); 4 loads in flight
   // 4.18, blocks of 256 4.27. float32 gained only on (256, 32768), 5%: not instantiated.
   if constexpr (sizeof(In) == 2) {
-    if (wide.Y >= 16) {
-      const ColumnsShape narrow = columns_shape(l, kV / 2, kNarrowBlock, a.sm_count);
+    if (wide.deep) {
+      const ColumnsShape narrow = columns_shape(l, kV / 2, kNarrowBlock, a.sm_count, kDeeper);
       if (narrow.splits == 1) return run_columns<R, kV / 2, 8>(a, result, narrow, workspace_bytes);
     }
   }
