@@ -31,6 +31,8 @@ CASES = [
     (torch.float32, None),
     (torch.float64, None),
     (torch.float32, torch.float64),
+    (torch.bfloat16, torch.float64),
+    (torch.uint8, torch.float64),
     (torch.int32, torch.float16),
 ]
 

@@ -131,6 +131,7 @@ def _assert_eager_repeats_and_graph_agree(fn, x, seed, between=lambda k: None):
 # Full reductions of every operator family, for the one-kernel / two-kernel check below.
 _FULL_OPS = {
     "sum": torch_reduce.sum,
+    "sum_f64": lambda x: torch_reduce.sum(x, dtype=torch.float64),  # widened: float32 grouped, bfloat16 3 blocks/SM
     "mean": torch_reduce.mean,
     "amax": torch_reduce.amax,
     "var": torch_reduce.var,

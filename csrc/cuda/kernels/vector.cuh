@@ -140,10 +140,23 @@ struct VecAdd {
 // (Indexed operators take one element at a time, with its position: never grouped.)
 template <class R>
 inline constexpr bool kGroupLoads = !std::is_arithmetic_v<typename R::Acc> && !is_indexed_v<typename R::Op>;
+// Narrower inputs added in double (a float32 or int32 sum with dtype=float64) convert each
+// element to two registers. 4-byte inputs: the grid loop groups its loads too, one counter
+// instead of four; with four, held to 32 registers, ptxas issued two of a tile's four loads,
+// converted them, then issued the other two (two round trips a tile). 1- and 2-byte inputs
+// (16 and 8 conversions a load) keep four counters and get more registers, 64 and 40 (two and
+// three blocks a multiprocessor): at 32 they spilled, grouped or not, and issued two loads.
+template <class R>
+inline constexpr bool kWidened = std::is_same_v<typename R::Acc, double> && sizeof(typename R::In) < 8;
+template <class R>
+inline constexpr bool kGroupWidened = kWidened<R> && sizeof(typename R::In) == 4;
 // Registers a thread may use: the grid kernels promise ptxas 4 resident blocks; struct
 // accumulators get twice the registers (spills otherwise) and half the blocks.
 template <class R>
-inline constexpr int kResidentBlocks = kGroupLoads<R> ? 2 : 4;
+inline constexpr int kResidentBlocks = kGroupLoads<R> ? 2
+                                       : !kWidened<R> || sizeof(typename R::In) == 4 ? 4
+                                       : sizeof(typename R::In) == 2 ? 3
+                                                                     : 2;
 
 // The values of K loaded vectors, reduced into one accumulator (see kGroupLoads), at most 16
 // values at a time (32 held at once went to local memory under the register bound).
@@ -462,7 +475,7 @@ __device__ __forceinline__ typename R::Acc tile_sum(const typename R::In* x, Vec
     uint4 r[kVecUnroll];
 #pragma unroll
     for (int u = 0; u < kVecUnroll; ++u) r[u] = __ldg(v + tile * kTile + u * kThreads);
-    if constexpr (kGroupLoads<R>) {
+    if constexpr (kGroupLoads<R> || kGroupWidened<R>) {
       c[0] = Op::combine(c[0], reduce_loads<R>(r));
     } else {
 #pragma unroll
