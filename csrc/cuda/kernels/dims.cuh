@@ -574,10 +574,9 @@ columns_kernel(const typename R::In* x, Layout3 l, unsigned column_blocks, int64
   if (Y > 1 && X < 32) {
     // A warp holds 32 / X rows of the same X columns: shuffles combine them (lane l with lane
     // l + offset, offsets 16 down to X: fixed pairs, deterministic), then the first X lanes of
-    // each warp park the warp's values and the block's first X threads combine the warps in
-    // order. One barrier where the tree over y below takes log2(Y). Hot on the H100:
-    // bfloat16 (65536, 64) over dim 0 5.63 -> 5.22 us, (65536, 32) 4.54 -> 3.85, (2^20, 16)
-    // 9.46 -> 8.92; nothing slower.
+    // each warp park the warp's values and the warps are combined in order. One barrier where
+    // the tree over y below takes log2(Y). Hot on the H100: bfloat16 (65536, 64) over dim 0
+    // 5.63 -> 5.22 us, (65536, 32) 4.54 -> 3.85, (2^20, 16) 9.46 -> 8.92; nothing slower.
     const int lane = t % 32, warp = t / 32;
 #pragma unroll
     for (int j = 0; j < V; ++j) acc[j] = warp_reduce<Op>(acc[j], X);
@@ -588,6 +587,24 @@ columns_kernel(const typename R::In* x, Layout3 l, unsigned column_blocks, int64
         for (int j = 0; j < V; ++j) parked[j][warp * X + lane] = acc[j];
       }
       __syncthreads();
+      if (V > 1 && V <= Y) {
+        // Each of V * X threads combines one output over the warps, in warp order (the same
+        // order, so the same bits, as one thread a column) and stores it: with one thread a
+        // column, X threads each made V * (warps - 1) shared-memory loads and V stores while
+        // the rest of the block waited. Hot / cold us, H100: (4096, 4096) bool all over dim 0
+        // 9.69 / 16.1 -> 8.15 / 14.6, uint8 sum 9.62 / 16.16 -> 8.19 / 14.85, var of bfloat16
+        // 18.17 / 22.88 -> 16.05 / 20.93; uint8 (2^20, 16) 10.55 / 17.31 -> 9.95 / 16.84; the
+        // rest level (uint8's 16 int64 outputs a thread also spilled 64 bytes before, 8 now).
+        if (t >= V * X) return;
+        const int j = t / X, c = t % X;
+        Acc v = parked[j][c];
+        for (int w = 1; w < warps; ++w) v = Op::combine(v, parked[j][w * X + c]);
+        const int64_t i = first + (int64_t(blockIdx.x - o * column_blocks) * X + c) * V;
+        if (i >= end) return;
+        if (gridDim.y > 1) store_acc<Op>(out, (int64_t(blockIdx.y) * l.outer + o) * l.inner + i + j, v);
+        else store_acc<Op>(out, int64_t(o) * l.out_outer + (i + j) * l.out_inner, v);
+        return;
+      }
       if (threadIdx.y > 0) return;
       for (int w = 1; w < warps; ++w) {
 #pragma unroll
@@ -661,7 +678,16 @@ cudaError_t run_rows(const ReduceArgs& a, const Sink& result, size_t* workspace_
   // loads a row, 8 lanes 5.95 / 14.8 against 4 lanes' 6.6 / 15.1 (4 lanes had been 4% faster
   // before short rows ran 6 blocks a multiprocessor); (32768, 256) float32, 64 loads, 8 lanes
   // 6.1 against 16 lanes' 7.1; (65536, 128) bfloat16, 16 loads, 4 lanes 4.0 against 2 lanes' 5.6.
-  const int64_t per_lane = loads > 32 ? 8 : 4;
+  // Rows of 32 loads of operators with many instructions an element (Welford's and
+  // logsumexp's groups, positions) take 4 lanes of eight: hot / cold us, (65536, 128) float32,
+  // 8 lanes against 4: var 8.76 / 15.19 -> 7.37 / 15.2-15.6 (torch.compile 7.11 / 15.78),
+  // std_mean 9.1 / 15.5 -> 7.5 / 15.6, logsumexp 9.36 / 15.36 -> 7.85 / 15.65, argmax 10.16 /
+  // 15.6 -> 8.48 / 15.97; bfloat16 rows of 256, var 5.48 / 10.29 -> 4.43 / 10.52. The others
+  // keep 8 lanes, which were 0.4-0.5 us faster cold: nansum 6.69 / 14.82 -> 6.57 / 15.36 with 4,
+  // prod 6.28 / 14.82 -> 6.41 / 15.25, 2-norm 6.37 / 14.80 -> 6.38 / 15.23, int32 sum 6.82 /
+  // 14.79 -> 6.40 / 15.20.
+  constexpr bool kHeavy = kGroupRows<R> || is_indexed_v<typename R::Op>;
+  const int64_t per_lane = loads > 32 || (loads == 32 && kHeavy) ? 8 : 4;
   int team = 1;
   while (team < 32 && team * per_lane < loads) team *= 2;
   // Every row whole aligned 16-byte vectors, contiguous.
