@@ -461,7 +461,13 @@ columns_kernel(const typename R::In* x, Layout3 l, unsigned column_blocks, int64
   using Load = std::conditional_t<V == 1, In, std::conditional_t<kBytes == 16, uint4, uint2>>;
   const unsigned o = blockIdx.x / column_blocks;  // 32-bit: the grid's x is below 2^31
   const int X = blockDim.x, Y = blockDim.y;
-  const int64_t i0 = first + (int64_t(blockIdx.x - o * column_blocks) * X + threadIdx.x) * V;
+  // The first output of column c of the block, and where output i of outer index o goes: the
+  // split's partial at [split][o][i], or the result.
+  const auto column_output = [&](int c) { return first + (int64_t(blockIdx.x - o * column_blocks) * X + c) * V; };
+  const auto out_at = [&](int64_t i) {
+    return gridDim.y > 1 ? (int64_t(blockIdx.y) * l.outer + o) * l.inner + i : int64_t(o) * l.out_outer + i * l.out_inner;
+  };
+  const int64_t i0 = column_output(threadIdx.x);
   const int64_t r_end = min64(l.reduced, (blockIdx.y + 1) * per_split);
   Acc acc[V];
 #pragma unroll
@@ -599,10 +605,8 @@ columns_kernel(const typename R::In* x, Layout3 l, unsigned column_blocks, int64
         const int j = t / X, c = t % X;
         Acc v = parked[j][c];
         for (int w = 1; w < warps; ++w) v = Op::combine(v, parked[j][w * X + c]);
-        const int64_t i = first + (int64_t(blockIdx.x - o * column_blocks) * X + c) * V;
-        if (i >= end) return;
-        if (gridDim.y > 1) store_acc<Op>(out, (int64_t(blockIdx.y) * l.outer + o) * l.inner + i + j, v);
-        else store_acc<Op>(out, int64_t(o) * l.out_outer + (i + j) * l.out_inner, v);
+        const int64_t i = column_output(c);
+        if (i < end) store_acc<Op>(out, out_at(i + j), v);
         return;
       }
       if (threadIdx.y > 0) return;
@@ -628,13 +632,11 @@ columns_kernel(const typename R::In* x, Layout3 l, unsigned column_blocks, int64
     if (threadIdx.y > 0) return;
   }
   if (i0 >= end) return;
-  if (gridDim.y > 1) {  // partials, [split][o][i]
-    store_run<Op>(out, (int64_t(blockIdx.y) * l.outer + o) * l.inner + i0, acc);
-  } else if (V > 1 && l.out_inner == 1) {
-    store_run<Op>(out, int64_t(o) * l.out_outer + i0, acc);
+  if (gridDim.y > 1 || (V > 1 && l.out_inner == 1)) {  // consecutive outputs
+    store_run<Op>(out, out_at(i0), acc);
   } else {
 #pragma unroll
-    for (int j = 0; j < V; ++j) store_acc<Op>(out, int64_t(o) * l.out_outer + (i0 + j) * l.out_inner, acc[j]);
+    for (int j = 0; j < V; ++j) store_acc<Op>(out, out_at(i0 + j), acc[j]);
   }
 }
 
