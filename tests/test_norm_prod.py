@@ -20,6 +20,9 @@ ORDERS = (2, 1, INF, -INF, 0, 3, 0.5, -1.5)
 # not), a middle dim, two dims, a transposed view, 0-d, size-1 and empty.
 CASES = [
     ((7,), 0), ((1000,), 0), ((300_007,), 0), ((64, 33), -1), ((3000, 130), 1), ((5, 100_003), 1),
+    # Whole aligned rows of 8 to 64 16-byte vectors (float32 and 2-byte floats): a team a row,
+    # every load of a lane at once (CUDA's whole_rows_kernel).
+    ((1031, 64), -1), ((1031, 128), -1), ((515, 256), -1),
     ((33, 64), 0), ((100_003, 5), 0), ((4099, 40), 0), ((6, 513, 10), 1), ((17, 3, 129), (0, 2)),
     ((), 0), ((5, 1), 1), ((4, 0), 1), ((0, 4), 1),
 ]

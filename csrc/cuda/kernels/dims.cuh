@@ -244,10 +244,20 @@ rows_kernel(const typename R::In* x, Layout3 l, Sink out) {
 // rows_kernel's teams of 4 lanes x 4 loads and 8 x 4): bfloat16 rows of 128 3.99 / 9.8 ->
 // 3.30 / 9.34 (torch.compile 3.81-4.05 / 9.41-9.50); float32 rows of 128 5.83 / 14.9 -> 5.41 /
 // 14.55 (6.64-6.85 / 15.2-15.3); bfloat16 rows of 64 5.32 / 10.43 -> 3.33 / 9.35 (3.73 / 9.3).
-// Blocks of 64 threads (torch.compile's shape for these rows) were 2-7x slower.
+// Blocks of 64 threads (torch.compile's shape for these rows) were 2-7x slower. Every operator
+// but the indexed ones (a position an element) takes them. Against rows_kernel, hot / cold us:
+// float32 rows of 128, nansum 6.73 / 14.90 -> 5.47 / 14.47, prod 6.43 / 14.80 -> 5.39 / 14.46,
+// 2-norm 6.35 / 14.74 -> 5.39 / 14.43; bfloat16 rows of 64, prod 5.31 / 10.37 -> 3.33 / 9.28.
+// Welford's and logsumexp's reduce a lane's loads together (kGroupRows), then the team
+// combines: float32 var over rows of 128 7.28 / 15.44 -> 6.21 / 15.06 (torch.compile 7.07 /
+// 15.62), rows of 256 7.24 / 15.25 -> 6.5 / 15.1. With eight lanes of two loads (float32 rows of
+// 64, bfloat16 rows of 128) and bfloat16 rows of 256 they are 3-9% slower hot, level to 3%
+// faster cold (float32 std_mean over rows of 64 9.0 / 15.7 -> 9.8 / 15.3; bfloat16 var over rows
+// of 128 5.30 / 10.30 -> 5.50 / 10.10; logsumexp of bfloat16 rows of 256 2% slower cold):
+// rows_kernel's teams of four lanes make fewer combines.
 template <class R>
-inline constexpr bool kWholeRows =
-    kSumOrExtremum<R> && (std::is_same_v<typename R::In, float> || Lowp<typename R::In>::value);
+inline constexpr bool kWholeRows = !is_indexed_v<typename R::Op> && sizeof(typename R::Acc) <= 16 &&
+                                   (std::is_same_v<typename R::In, float> || Lowp<typename R::In>::value);
 template <class R, int kTeam, int kLoads>
 __global__ void __launch_bounds__(kRowsBlock, 2048 / kRowsBlock)
 whole_rows_kernel(const typename R::In* x, Layout3 l, Sink out) {
@@ -265,8 +275,12 @@ whole_rows_kernel(const typename R::In* x, Layout3 l, Sink out) {
 #pragma unroll
   for (int u = 0; u < kLoads; ++u) r[u] = __ldg(v + u * kTeam);
   auto acc = Op::identity();
+  if constexpr (kGroupRows<R>) {
+    acc = reduce_loads<R>(r);
+  } else {
 #pragma unroll
-  for (int u = 0; u < kLoads; ++u) vector_into<R>(acc, r[u], int64_t(t + u * kTeam) * kPer);
+    for (int u = 0; u < kLoads; ++u) vector_into<R>(acc, r[u], int64_t(t + u * kTeam) * kPer);
+  }
   acc = team_reduce<Op, kTeam>(acc);
   if (t == 0) store_acc<Op>(out, o * l.out_outer, acc);
 }
@@ -681,13 +695,13 @@ cudaError_t run_rows(const ReduceArgs& a, const Sink& result, size_t* workspace_
   // before short rows ran 6 blocks a multiprocessor); (32768, 256) float32, 64 loads, 8 lanes
   // 6.1 against 16 lanes' 7.1; (65536, 128) bfloat16, 16 loads, 4 lanes 4.0 against 2 lanes' 5.6.
   // Rows of 32 loads of operators with many instructions an element (Welford's and
-  // logsumexp's groups, positions) take 4 lanes of eight: hot / cold us, (65536, 128) float32,
-  // 8 lanes against 4: var 8.76 / 15.19 -> 7.37 / 15.2-15.6 (torch.compile 7.11 / 15.78),
-  // std_mean 9.1 / 15.5 -> 7.5 / 15.6, logsumexp 9.36 / 15.36 -> 7.85 / 15.65, argmax 10.16 /
-  // 15.6 -> 8.48 / 15.97; bfloat16 rows of 256, var 5.48 / 10.29 -> 4.43 / 10.52. The others
-  // keep 8 lanes, which were 0.4-0.5 us faster cold: nansum 6.69 / 14.82 -> 6.57 / 15.36 with 4,
-  // prod 6.28 / 14.82 -> 6.41 / 15.25, 2-norm 6.37 / 14.80 -> 6.38 / 15.23, int32 sum 6.82 /
-  // 14.79 -> 6.40 / 15.20.
+  // logsumexp's groups, positions) take 4 lanes of eight where they are not whole rows (below):
+  // hot / cold us, (65536, 128) float32, 8 lanes against 4: var 8.76 / 15.19 -> 7.37 /
+  // 15.2-15.6 (torch.compile 7.11 / 15.78), std_mean 9.1 / 15.5 -> 7.5 / 15.6, logsumexp 9.36 /
+  // 15.36 -> 7.85 / 15.65, argmax 10.16 / 15.6 -> 8.48 / 15.97; bfloat16 rows of 256, var 5.48 /
+  // 10.29 -> 4.43 / 10.52. The others keep 8 lanes, which were 0.4-0.5 us faster cold: nansum
+  // 6.69 / 14.82 -> 6.57 / 15.36 with 4, prod 6.28 / 14.82 -> 6.41 / 15.25, 2-norm 6.37 / 14.80
+  // -> 6.38 / 15.23, int32 sum 6.82 / 14.79 -> 6.40 / 15.20.
   constexpr bool kHeavy = kGroupRows<R> || is_indexed_v<typename R::Op>;
   const int64_t per_lane = loads > 32 || (loads == 32 && kHeavy) ? 8 : 4;
   int team = 1;
