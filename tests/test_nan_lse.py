@@ -10,15 +10,13 @@ import pytest
 import torch
 
 import torch_reduce
-from util import DEVICES, FLOATING, INTEGRAL, UNIT_ROUNDOFF, fresh_generator, poison_cuda_allocator, storage_bytes
+from util import DEVICES, FLOATING, INTEGRAL, UNIT_ROUNDOFF, WHOLE_ROWS, fresh_generator, poison_cuda_allocator, storage_bytes
 
 # Every kernel path: full (one block and many), rows (short, long: segments), columns (split and
 # not), a middle dim, two dims, a transposed view, 0-d and empty.
 CASES = [
     ((7,), 0), ((1000,), 0), ((300_007,), 0), ((64, 33), -1), ((3000, 130), 1), ((5, 100_003), 1),
-    # Whole aligned rows of 8 to 64 16-byte vectors (float32 and 2-byte floats): a team a row,
-    # every load of a lane at once (CUDA's whole_rows_kernel).
-    ((1031, 64), -1), ((1031, 128), -1), ((515, 256), -1),
+    *WHOLE_ROWS,
     ((33, 64), 0), ((100_003, 5), 0), ((4099, 40), 0), ((6, 513, 10), 1), ((17, 3, 129), (0, 2)),
     ((), 0), ((4, 0), 1), ((0, 4), 1),
 ]

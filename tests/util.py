@@ -16,6 +16,10 @@ cuda_only = pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA device")
 INTEGRAL = (torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64)
 FLOATING = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 DTYPES = INTEGRAL + FLOATING
+# (shape, dim) cases of whole aligned rows of 8 to 64 16-byte vectors (float32 and 2-byte floats):
+# a team a row, every load of a lane at once (CUDA's whole_rows_kernel), for every operator's
+# case list.
+WHOLE_ROWS = [((1031, 64), -1), ((1031, 128), -1), ((515, 256), -1)]
 
 
 def variant_names(device: str) -> list[str]:
