@@ -51,8 +51,9 @@ DIMS_CASES = [
     ("rows (teams of 32)", lambda d: _small_ints((37, 1000), d), -1),
     ("long rows (segments + combine)", lambda d: _small_ints((3, 70001), d), -1),
     # Enough rows of at least 1024 vectors for every multiprocessor: a block a row, of whole
-    # vectors (float32 four loads a thread, 2-byte types two: two_vector_rows_kernel), then
-    # not whole.
+    # vectors (two loads a thread, two_vector_rows_kernel: float32 rows of 4096, 2-byte rows of
+    # 8192; float32 rows of 8192 four), then not whole.
+    ("many rows of two vectors a thread (a block a row)", lambda d: _small_ints((600, 4096), d), -1),
     ("many long rows (a block a row)", lambda d: _small_ints((600, 8192), d), -1),
     ("many long rows, not whole vectors", lambda d: _small_ints((600, 8201), d), -1),
     ("misaligned rows", lambda d: _small_ints((40, 301), d)[:, 1:], 1),

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 import torch_reduce
-from util import DEVICES, DTYPES, FLOATING, INTEGRAL, UNIT_ROUNDOFF, WHOLE_ROWS, fresh_generator, poison_cuda_allocator, storage_bytes
+from util import DEVICES, DTYPES, FLOATING, INTEGRAL, UNIT_ROUNDOFF, WHOLE_ROWS, BLOCK_ROWS, fresh_generator, poison_cuda_allocator, storage_bytes
 
 INF = math.inf
 ORDERS = (2, 1, INF, -INF, 0, 3, 0.5, -1.5)
@@ -20,7 +20,7 @@ ORDERS = (2, 1, INF, -INF, 0, 3, 0.5, -1.5)
 # not), a middle dim, two dims, a transposed view, 0-d, size-1 and empty.
 CASES = [
     ((7,), 0), ((1000,), 0), ((300_007,), 0), ((64, 33), -1), ((3000, 130), 1), ((5, 100_003), 1),
-    *WHOLE_ROWS,
+    *WHOLE_ROWS, *BLOCK_ROWS,
     ((33, 64), 0), ((100_003, 5), 0), ((4099, 40), 0), ((6, 513, 10), 1), ((17, 3, 129), (0, 2)),
     ((), 0), ((5, 1), 1), ((4, 0), 1), ((0, 4), 1),
 ]

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 import torch_reduce
-from util import DEVICES, FLOATING, INTEGRAL, UNIT_ROUNDOFF, WHOLE_ROWS, fresh_generator, poison_cuda_allocator, storage_bytes
+from util import DEVICES, FLOATING, INTEGRAL, UNIT_ROUNDOFF, WHOLE_ROWS, BLOCK_ROWS, fresh_generator, poison_cuda_allocator, storage_bytes
 
 OPS = {  # ours, torch's, and whether the op returns (stat, mean)
     "var": (torch_reduce.var, torch.var, False),
@@ -26,7 +26,7 @@ OPS = {  # ours, torch's, and whether the op returns (stat, mean)
 CASES = [
     ((1,), None), ((7,), None), ((1000,), None), ((65537,), None), ((300_007,), 0),
     ((64, 33), -1), ((3000, 130), 1), ((5, 100_003), 1), ((2, 1 << 17), -1),
-    *WHOLE_ROWS,
+    *WHOLE_ROWS, *BLOCK_ROWS,
     ((33, 64), 0), ((100_003, 5), 0), ((4099, 40), 0), ((6, 513, 10), 1), ((17, 3, 129), (0, 2)),
     ((0,), None), ((4, 0), 1), ((0, 4), 1), ((), None), ((), 0),
 ]

@@ -20,6 +20,10 @@ DTYPES = INTEGRAL + FLOATING
 # a team a row, every load of a lane at once (CUDA's whole_rows_kernel), for every operator's
 # case list.
 WHOLE_ROWS = [((1031, 64), -1), ((1031, 128), -1), ((515, 256), -1)]
+# Rows enough to fill the device, each of at least two vectors a thread of a 512-thread block: a
+# block a row (two_vector_rows_kernel for float32 rows of 4096 and 2-byte rows of 8192; then
+# row_segments_kernel with one segment, whole vectors or not), for every operator's case list.
+BLOCK_ROWS = [((600, 4096), -1), ((600, 8192), -1), ((600, 8201), -1)]
 
 
 def variant_names(device: str) -> list[str]:

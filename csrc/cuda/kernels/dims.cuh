@@ -365,7 +365,8 @@ row_segments_kernel(const typename R::In* x, Layout3 l, int64_t per_segment, int
 // torch.compile's kernel marks its loads. (4096, 4096) float32 over dim -1 on the H100: 22.9 us
 // hot, 24.7 cold, against 23.2-23.6 and 24.9-25.1 through row_segments_kernel's `whole` branch,
 // and 23.2 / 24.9 with the same loads there (a kernel of its own does better). Combined in the
-// branch's order: the same bits.
+// branch's order: the same bits. Welford's (16 bytes) reduces a thread's two loads together in
+// registers (reduce_loads, as whole_rows_kernel does), then one combine a level of the block.
 template <class R>
 __global__ void __launch_bounds__(kSegmentBlock)
 two_vector_rows_kernel(const typename R::In* x, Layout3 l, Sink out) {
@@ -374,8 +375,13 @@ two_vector_rows_kernel(const typename R::In* x, Layout3 l, Sink out) {
   const auto* v = reinterpret_cast<const uint4*>(x + int64_t(blockIdx.x) * l.in_outer) + threadIdx.x;
   const uint4 r0 = __ldcs(v), r1 = __ldcs(v + kSegmentBlock);
   auto acc = Op::identity();
-  vector_into<R>(acc, r0, int64_t(threadIdx.x) * kPer);
-  vector_into<R>(acc, r1, int64_t(threadIdx.x + kSegmentBlock) * kPer);
+  if constexpr (kGroupRows<R> && sizeof(typename R::Acc) > 8) {
+    const uint4 r[2] = {r0, r1};
+    acc = reduce_loads<R>(r);
+  } else {
+    vector_into<R>(acc, r0, int64_t(threadIdx.x) * kPer);
+    vector_into<R>(acc, r1, int64_t(threadIdx.x + kSegmentBlock) * kPer);
+  }
   acc = block_reduce<Op, kSegmentBlock>(acc);
   if (threadIdx.x == 0) store_acc<Op>(out, int64_t(blockIdx.x) * l.out_outer, acc);
 }
@@ -709,21 +715,33 @@ cudaError_t run_rows(const ReduceArgs& a, const Sink& result, size_t* workspace_
   // Every row whole aligned 16-byte vectors, contiguous.
   const bool whole = per_load > 1 && reinterpret_cast<uintptr_t>(x) % 16 == 0 &&
                      (l.in_outer * int64_t(sizeof(In))) % 16 == 0 && l.reduced % per_load == 0;
+  // Teams when rows are short, or when there are rows enough for a quarter of the device's
+  // threads (four loads in flight each keep the memory busy); otherwise blocks on segments
+  // of rows (below).
+  const bool teams = loads <= 4 * 32 || l.outer * team >= int64_t(a.sm_count) * 512;
   // Many rows of at least two vectors a thread of a kSegmentBlock block (float32 rows of 4096
   // and longer): a block a row, as torch.compile's kernel does. A warp a row left (4096, 4096)
   // float32 with one warp of 56 registers a row, 46% of the warp slots and 76% of DRAM's peak
   // against 91% and 81% (ncu); the block's 31 registers fill them. Rows of one vector a thread,
-  // or with Welford's or a position's accumulator, lost with it (NOTES): not those; nor 8-byte
-  // inputs, not measured (their segments kernel takes 34 registers: 3 blocks of 512).
-  if constexpr (sizeof(Acc) <= 8 && sizeof(In) <= 4) {
-    if (per_load > 1 && loads >= 2 * kSegmentBlock &&
+  // or with a position's accumulator, lost with it (NOTES): not those; nor 8-byte inputs, not
+  // measured (their segments kernel takes 34 registers: 3 blocks of 512). Welford's takes it
+  // where rows are whole vectors, or where teams would leave rows to segments: float32 var over
+  // (4096, 4096) 24.5 / 26.5 -> 23.2 / 25.1 us hot / cold (torch.compile 23.6 / 25.5), (1024,
+  // 4096) 8.75 / 11.9 -> 4.9 / 9.7, bfloat16 (2048, 8192) 18.3 / 21.8 -> 9.5 / 15.4 (segments
+  // before), float32 (600, 8201) 18.5 / 24.0 -> 7.6 / 14.1 (segments before); rows not whole
+  // that teams take lost with it ((4096, 4097) float32 25.8 -> 32.5 hot: each thread's head,
+  // tail and groups of four, as the general rows kernel's).
+  constexpr bool kBlockRows = sizeof(In) <= 4 && (sizeof(Acc) <= 8 || (kGroupRows<R> && sizeof(Acc) <= 16));
+  if constexpr (kBlockRows) {
+    const bool two = whole && loads == 2 * kSegmentBlock;
+    if (per_load > 1 && loads >= 2 * kSegmentBlock && (sizeof(Acc) <= 8 || whole || !teams) &&
         l.outer >= int64_t(a.sm_count) * resident_blocks_per_sm<row_segments_kernel<R>>(kSegmentBlock)) {
       if (workspace_bytes) {
         *workspace_bytes = 0;
         return cudaSuccess;
       }
       if (l.outer > kMaxGridX) return cudaErrorInvalidConfiguration;
-      if (whole && loads == 2 * kSegmentBlock) {
+      if (two) {
         two_vector_rows_kernel<R><<<unsigned(l.outer), kSegmentBlock, 0, a.stream>>>(x, l, result);
         return last_launch_error();
       }
@@ -755,10 +773,7 @@ cudaError_t run_rows(const ReduceArgs& a, const Sink& result, size_t* workspace_
       }
     }
   }
-  // Teams when rows are short, or when there are rows enough for a quarter of the device's
-  // threads (four loads in flight each keep the memory busy); otherwise blocks on segments
-  // of rows.
-  if (loads <= 4 * 32 || l.outer * team >= int64_t(a.sm_count) * 512) {
+  if (teams) {
     if (workspace_bytes) {
       *workspace_bytes = 0;
       return cudaSuccess;
