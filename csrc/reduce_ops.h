@@ -200,6 +200,17 @@ struct IsIndexed<Op, std::void_t<decltype(Op::kIndexed)>> : std::bool_constant<O
 template <class Op>
 inline constexpr bool is_indexed_v = IsIndexed<Op>::value;
 
+// Whether the operator has a two-pass form for a whole row held across lanes (row_mean and
+// from_deviations; var).
+template <class Op, class = void>
+struct HasRowPasses : std::false_type {};
+template <class Op>
+struct HasRowPasses<Op, std::void_t<decltype(Op::from_deviations(std::declval<typename Op::value_t>(),
+                                                                  std::declval<typename Op::value_t>(),
+                                                                  std::declval<typename Op::value_t>(),
+                                                                  std::declval<typename Op::value_t>()))>>
+    : std::true_type {};
+
 // Whether the operator has its own form for N values at once (reduce_values; var, logsumexp).
 template <class Op, class = void>
 struct HasReduceValues : std::false_type {};
@@ -293,7 +304,21 @@ struct VarOp {
       m2 += d * d;
       c += d;
     }
-    return {mean, c * (A(1) / A(N)), m2 - c * c * (A(1) / A(N)), A(N)};
+    return from_deviations(mean, c, m2, A(N));
+  }
+  // A whole row of `count` values (a power of two) held in registers across a team of lanes, in
+  // two passes whose sums the kernel takes over the team: the first adds each value minus a
+  // pivot from the row (a sum that overflows only where the spread does), giving the mean; the
+  // second the deviations from that mean and their squares, which from_deviations makes the
+  // corrected two-pass formula's accumulator, as reduce_values over the whole row. No combine.
+  TREDUCE_HOST_DEVICE static A row_mean(A pivot, A sum_minus_pivot, A count) {
+    return pivot + sum_minus_pivot * (A(1) / count);
+  }
+  // (An infinity among the values makes the deviations' sum NaN, and so the mean, as torch's
+  // Welford's makes it.)
+  TREDUCE_HOST_DEVICE static acc_t from_deviations(A mean, A sum_dev, A sum_sq_dev, A count) {
+    const A inv = A(1) / count;
+    return {mean, sum_dev * inv, sum_sq_dev - sum_dev * sum_dev * inv, count};
   }
   // torch's divisor: count - correction, or 0 (a NaN or inf result) when that is not positive.
   // An infinite element makes the mean infinite (or NaN) and the variance NaN, as torch's

@@ -139,6 +139,32 @@ def test_nan_inf(device, op):
             torch.testing.assert_close(r[finite], t[finite])
 
 
+# Infinities and NaN where the kernels reduce groups of loads, whole rows in a team's registers
+# and rows a block each: NaN and infinities exactly where torch has them (its Welford's makes the
+# mean of values with an infinity among them NaN on CUDA, as ours).
+_NONFINITE = [*WHOLE_ROWS, *BLOCK_ROWS, ((4096, 64), 0), ((1 << 16,), None)]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", (torch.float32, torch.bfloat16))
+@pytest.mark.parametrize("shape,dim", _NONFINITE, ids=[f"{s}-{d}" for s, d in _NONFINITE])
+def test_nan_inf_paths(device, dtype, shape, dim):
+    gen, seed = fresh_generator(device)
+    x = torch.randn(shape, generator=gen, device=device).to(dtype)
+    flat = x.view(-1)
+    flat[5] = float("inf")
+    flat[1000], flat[1001] = float("inf"), float("-inf")
+    flat[3000] = float("nan")
+    if x.dim() == 2:
+        x[7, :] = float("-inf")
+    for op in ("var_mean", "std_mean"):
+        for r, t in zip(OPS[op][0](x, dim), OPS[op][1](x, dim)):
+            assert torch.equal(r.isnan(), t.isnan()) and torch.equal(r.isinf(), t.isinf()), f"{op}, seed {seed}"
+            assert torch.equal(r[r.isinf()], t[t.isinf()]), f"{op}: infinities' signs, seed {seed}"
+            finite = t.isfinite()
+            torch.testing.assert_close(r[finite], t[finite], msg=f"{op}, seed {seed}")
+
+
 @pytest.mark.parametrize("device", DEVICES)
 def test_argument_forms(device):
     """torch's overloads: (x, unbiased), (x, dim, unbiased, keepdim), correction= and keepdim=."""

@@ -206,12 +206,25 @@ inline constexpr int kDependentTeam = 8;
 // Reduces a team's kTeam values (a power of two up to 32, aligned in the warp) into its first
 // lane. The mask names the team's lanes only: teams of one warp may leave their loop at
 // different rows.
+template <int kTeam>
+__device__ __forceinline__ unsigned team_mask() {
+  return kTeam == 32 ? 0xffffffffu : ((1u << kTeam) - 1) << (threadIdx.x % 32 / kTeam * kTeam);
+}
 template <class Op, int kTeam, class A>
 __device__ __forceinline__ A team_reduce(A v) {
-  const unsigned lane = threadIdx.x % 32;
-  const unsigned mask = kTeam == 32 ? 0xffffffffu : ((1u << kTeam) - 1) << (lane / kTeam * kTeam);
+  const unsigned mask = team_mask<kTeam>();
 #pragma unroll
   for (int offset = kTeam / 2; offset > 0; offset >>= 1) v = Op::combine(v, shfl_down(mask, v, offset, kTeam));
+  return v;
+}
+
+// The sum of a team's values in every lane of it (butterfly: each lane adds the same pairs,
+// so every lane has the same bits).
+template <int kTeam, class A>
+__device__ __forceinline__ A team_sum(A v) {
+  const unsigned mask = team_mask<kTeam>();
+#pragma unroll
+  for (int offset = kTeam / 2; offset > 0; offset >>= 1) v += __shfl_xor_sync(mask, v, offset, kTeam);
   return v;
 }
 
@@ -254,7 +267,8 @@ rows_kernel(const typename R::In* x, Layout3 l, Sink out) {
 // 64, bfloat16 rows of 128) and bfloat16 rows of 256 they are 3-9% slower hot, level to 3%
 // faster cold (float32 std_mean over rows of 64 9.0 / 15.7 -> 9.8 / 15.3; bfloat16 var over rows
 // of 128 5.30 / 10.30 -> 5.50 / 10.10; logsumexp of bfloat16 rows of 256 2% slower cold):
-// rows_kernel's teams of four lanes make fewer combines.
+// rows_kernel's teams of four lanes make fewer combines. Welford's now takes two passes over
+// the row in the team's registers where a lane holds up to 16 values (below).
 template <class R>
 inline constexpr bool kWholeRows = !is_indexed_v<typename R::Op> && sizeof(typename R::Acc) <= 16 &&
                                    (std::is_same_v<typename R::In, float> || Lowp<typename R::In>::value);
@@ -275,6 +289,43 @@ whole_rows_kernel(const typename R::In* x, Layout3 l, Sink out) {
 #pragma unroll
   for (int u = 0; u < kLoads; ++u) r[u] = __ldg(v + u * kTeam);
   auto acc = Op::identity();
+  if constexpr (HasRowPasses<Op>::value && kLoads * kPer <= 16 && kTeam >= 8) {
+    // The row is in the team's registers: Welford's as two passes over it (VarOp::row_mean,
+    // from_deviations), each value converted again in the second; the pivot is the row's first.
+    // Hot / cold us against the groups and the team's combines (H100): float32 var over rows of
+    // 64 8.82 / 15.2 -> 7.76 / 14.7, of 128 6.32 / 15.05 -> 6.0 / 14.95, of 256 6.5 / 15.2 ->
+    // 6.05 / 15.0; bfloat16 var over rows of 128 5.47 / 10.17 -> 5.0 / 9.84 (torch.compile's
+    // persistent kernel, the same two passes, 4.32 / 9.70). Teams of four (rows of 8 vectors)
+    // keep the groups (float32 rows of 32 8.4 -> 8.85 hot), and so do 32 values a lane
+    // (bfloat16 rows of 256 and 512: they spilled).
+    using A = typename R::Value;
+    const A count = A(kTeam * kLoads * kPer);
+    const A pivot = __shfl_sync(team_mask<kTeam>(), R::value(reinterpret_cast<const typename R::In*>(&r[0])[0]), 0, kTeam);
+    A s = A(0);
+#pragma unroll
+    for (int u = 0; u < kLoads; ++u) {
+      A v[kPer];
+      convert_vector<typename R::In, typename R::Mid>(r[u], v);
+#pragma unroll
+      for (int j = 0; j < kPer; ++j) s += v[j] - pivot;
+    }
+    const A mean = Op::row_mean(pivot, team_sum<kTeam>(s), count);
+    A d1 = A(0), d2 = A(0);
+#pragma unroll
+    for (int u = 0; u < kLoads; ++u) {
+      A v[kPer];
+      convert_vector<typename R::In, typename R::Mid>(r[u], v);
+#pragma unroll
+      for (int j = 0; j < kPer; ++j) {
+        const A d = v[j] - mean;
+        d1 += d;
+        d2 += d * d;
+      }
+    }
+    acc = Op::from_deviations(mean, team_sum<kTeam>(d1), team_sum<kTeam>(d2), count);
+    if (t == 0) store_acc<Op>(out, o * l.out_outer, acc);
+    return;
+  }
   if constexpr (kGroupRows<R>) {
     acc = reduce_loads<R>(r);
   } else {
