@@ -175,7 +175,14 @@ def run(reps: int, only: str | None, suite: str = "stats") -> list[Row]:
             "read probe": lambda: torch.ops.treduce._read_probe(x),
         }
         for cand in ("torch", "torch.compile", "torch_reduce"):
-            _check(f"{cand} on {name}", fns[cand](), want, case.rtol, x)
+            try:
+                _check(f"{cand} on {name}", fns[cand](), want, case.rtol, x)
+            except AssertionError as e:
+                if cand == "torch_reduce":
+                    raise
+                # A peer past the bound (torch.compile's nansum of 2^26 float32 once drew 1.1x
+                # it) is reported and still timed: the suite checks our results, not theirs.
+                print(f"peer accuracy: {e}", file=sys.stderr)
         del want
         nbytes = x.numel() * x.element_size()
         for mode in ("hot", "cold"):
