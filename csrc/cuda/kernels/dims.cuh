@@ -203,13 +203,14 @@ inline constexpr bool kGroupRows = kGroupLoads<R> && HasReduceValues<typename R:
 // with it.
 inline constexpr int kDependentTeam = 8;
 
-// Reduces a team's kTeam values (a power of two up to 32, aligned in the warp) into its first
-// lane. The mask names the team's lanes only: teams of one warp may leave their loop at
-// different rows.
+// The lanes of this thread's team (kTeam a power of two up to 32, aligned in the warp) and no
+// others: teams of one warp may leave their loop at different rows.
 template <int kTeam>
 __device__ __forceinline__ unsigned team_mask() {
   return kTeam == 32 ? 0xffffffffu : ((1u << kTeam) - 1) << (threadIdx.x % 32 / kTeam * kTeam);
 }
+
+// Reduces a team's kTeam values into its first lane.
 template <class Op, int kTeam, class A>
 __device__ __forceinline__ A team_reduce(A v) {
   const unsigned mask = team_mask<kTeam>();
