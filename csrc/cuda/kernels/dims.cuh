@@ -300,29 +300,27 @@ whole_rows_kernel(const typename R::In* x, Layout3 l, Sink out) {
     // keep the groups (float32 rows of 32 8.4 -> 8.85 hot), and so do 32 values a lane
     // (bfloat16 rows of 256 and 512: they spilled).
     using A = typename R::Value;
+    // Each of the lane's values, in order, to f (converted again on every pass).
+    const auto for_each_value = [&](auto f) {
+#pragma unroll
+      for (int u = 0; u < kLoads; ++u) {
+        A v[kPer];
+        convert_vector<typename R::In, typename R::Mid>(r[u], v);
+#pragma unroll
+        for (int j = 0; j < kPer; ++j) f(v[j]);
+      }
+    };
     const A count = A(kTeam * kLoads * kPer);
     const A pivot = __shfl_sync(team_mask<kTeam>(), R::value(reinterpret_cast<const typename R::In*>(&r[0])[0]), 0, kTeam);
     A s = A(0);
-#pragma unroll
-    for (int u = 0; u < kLoads; ++u) {
-      A v[kPer];
-      convert_vector<typename R::In, typename R::Mid>(r[u], v);
-#pragma unroll
-      for (int j = 0; j < kPer; ++j) s += v[j] - pivot;
-    }
+    for_each_value([&](A v) { s += v - pivot; });
     const A mean = Op::row_mean(pivot, team_sum<kTeam>(s), count);
     A d1 = A(0), d2 = A(0);
-#pragma unroll
-    for (int u = 0; u < kLoads; ++u) {
-      A v[kPer];
-      convert_vector<typename R::In, typename R::Mid>(r[u], v);
-#pragma unroll
-      for (int j = 0; j < kPer; ++j) {
-        const A d = v[j] - mean;
-        d1 += d;
-        d2 += d * d;
-      }
-    }
+    for_each_value([&](A v) {
+      const A d = v - mean;
+      d1 += d;
+      d2 += d * d;
+    });
     acc = Op::from_deviations(mean, team_sum<kTeam>(d1), team_sum<kTeam>(d2), count);
     if (t == 0) store_acc<Op>(out, o * l.out_outer, acc);
     return;
