@@ -300,7 +300,7 @@ whole_rows_kernel(const typename R::In* x, Layout3 l, Sink out) {
     // keep the groups (float32 rows of 32 8.4 -> 8.85 hot), and so do 32 values a lane
     // (bfloat16 rows of 256 and 512: they spilled).
     using A = typename R::Value;
-    // Each of the lane's values, in order, to f (converted again on every pass).
+    // Each of the lane's values, in order, to f.
     const auto for_each_value = [&](auto f) {
 #pragma unroll
       for (int u = 0; u < kLoads; ++u) {
