@@ -1,9 +1,11 @@
-// What a reduction over some dims reads and writes, as three numbers and six strides, and how a
-// tensor's sizes and strides fold into that form. Torch-free: the CUDA launcher takes a Layout3
-// as plain data, and the CPU code walks the same one.
+// What a reduction over some dims reads and writes, and how any tensor's sizes and strides fold
+// into that form without moving data. Torch-free: the CUDA launcher takes a Layout3 as plain
+// data, and the CPU code walks the same one.
 #pragma once
 
 #include <cstdint>
+
+#include "convert.h"
 
 namespace treduce {
 
@@ -22,16 +24,116 @@ constexpr bool is_max_kind(ReduceOp op) { return op == ReduceOp::MaxDim || op ==
 
 constexpr bool is_var_family(ReduceOp op) { return op >= ReduceOp::Var && op <= ReduceOp::StdMean; }
 
-// out[o * out_outer + i * out_inner] = reduce over r < reduced of
-//   x[o * in_outer + r * in_reduced + i * in_inner]
+// Runs an index can stand for (see RunIndex); more, and the caller copies.
+inline constexpr int kMaxOuterRuns = 4;
+
+// An index as the digits of up to kMaxOuterRuns runs of memory, the first run the most
+// significant: k = (d0 * size1 + d1) * size2 + d2, each digit stepping `in` elements in the input
+// and `out` in the output. Division by the sizes as a multiply and a shift, for indexes below 2^31
+// (ATen's IntDivider): a 64-bit division on the GPU is a call of some 70 instructions, and with it
+// the rows kernels took up to 18 registers more.
+struct RunIndex {
+  int runs = 0;
+  int64_t size[kMaxOuterRuns] = {}, in[kMaxOuterRuns] = {}, out[kMaxOuterRuns] = {};
+  uint32_t magic[kMaxOuterRuns] = {}, shift[kMaxOuterRuns] = {};
+
+  // Appends a run (false when there are kMaxOuterRuns already).
+  bool add(int64_t n, int64_t in_stride, int64_t out_stride) {
+    if (runs == kMaxOuterRuns) return false;
+    size[runs] = n, in[runs] = in_stride, out[runs] = out_stride;
+    uint32_t s = 0;  // ATen's IntDivider<unsigned int>: exact for indexes below 2^31
+    while ((int64_t(1) << s) < n) ++s;
+    shift[runs] = s;
+    magic[runs] = uint32_t(((uint64_t(1) << 32) * ((uint64_t(1) << s) - uint64_t(n))) / uint64_t(n) + 1);
+    ++runs;
+    return true;
+  }
+  int64_t count() const {
+    int64_t c = 1;
+    for (int k = 0; k < runs; ++k) c *= size[k];
+    return c;
+  }
+  TREDUCE_HOST_DEVICE int64_t in_offset(int64_t k) const { return offset(k, in); }
+  TREDUCE_HOST_DEVICE int64_t out_offset(int64_t k) const { return offset(k, out); }
+
+ private:
+  TREDUCE_HOST_DEVICE static uint32_t high_word(uint32_t a, uint32_t b) {
+#if defined(__CUDA_ARCH__)
+    return __umulhi(a, b);
+#else
+    return uint32_t((uint64_t(a) * b) >> 32);
+#endif
+  }
+  // Constant indexes only (unrolled): a parameter array indexed by a variable is copied to the
+  // stack first.
+  TREDUCE_HOST_DEVICE int64_t offset(int64_t k, const int64_t* stride) const {
+    uint32_t n = uint32_t(k);
+    int64_t offset = 0;
+    TREDUCE_UNROLL
+    for (int r = kMaxOuterRuns - 1; r > 0; --r) {
+      if (r < runs) {
+        const uint32_t q = (high_word(n, magic[r]) + n) >> shift[r];
+        offset += int64_t(n - q * uint32_t(size[r])) * stride[r];
+        n = q;
+      }
+    }
+    return offset + int64_t(n) * stride[0];
+  }
+};
+
+// out[outer_out(o) + i * out_inner] = reduce over r < reduced of
+//   x[outer_in(o) + r * in_reduced + i * in_inner]
 // for o < outer, i < inner. Strides in elements. A full reduction of a contiguous tensor is
 // outer = inner = 1, in_reduced = 1.
+//
+// The outer index is one run of memory (outer_runs.runs <= 1: o * in_outer, o * out_outer), or
+// the digits of several (kept dims apart in memory, or in another order in memory than in the
+// result).
+//
+// combine > 1: the reduced dims were more than one run of memory. One run is `reduced`; the others
+// are digits of the outer index whose out strides step through `combine` partials of each
+// result: the kernels then write partial accumulators at [partial][output] (outputs = outer *
+// inner / combine, in the result's order), and a second pass combines each output's partials
+// in that order.
 struct Layout3 {
   int64_t outer = 1, reduced = 1, inner = 1;
   int64_t in_outer = 0, in_reduced = 0, in_inner = 0;
   int64_t out_outer = 0, out_inner = 0;
+  RunIndex outer_runs;  // used when it has more than one run
+  int64_t combine = 1;
 
-  bool is_full_contiguous() const { return outer == 1 && inner == 1 && in_reduced == 1; }
+  bool is_full_contiguous() const {
+    return outer == 1 && inner == 1 && in_reduced == 1 && combine == 1;
+  }
+  // Elements reduced into each result.
+  int64_t count() const { return reduced * combine; }
+  int64_t outputs() const { return outer * inner / combine; }
+
+  // Where outer index o starts in the input and in the output.
+  TREDUCE_HOST_DEVICE int64_t outer_in(int64_t o) const {
+    return outer_runs.runs <= 1 ? o * in_outer : outer_runs.in_offset(o);
+  }
+  TREDUCE_HOST_DEVICE int64_t outer_out(int64_t o) const {
+    return outer_runs.runs <= 1 ? o * out_outer : outer_runs.out_offset(o);
+  }
+  // Whether every outer run's input stride is a multiple of `elements` (a run of one element
+  // has no stride to speak of).
+  bool outer_strides_multiple_of(int64_t elements) const {
+    if (outer_runs.runs <= 1) return outer == 1 || in_outer % elements == 0;
+    for (int k = 0; k < outer_runs.runs; ++k)
+      if (outer_runs.in[k] % elements != 0) return false;
+    return true;
+  }
+};
+
+// The same reduction as plain indexes, for kernels that take any layout in one pass: result k
+// (the result is contiguous) starts at kept.in_offset(k), and its element j is at that plus
+// reduced.in_offset(j), j < count (for one reduced dim, its position). `usable` is false when the
+// runs are more than RunIndex takes, or the indexes reach 2^31.
+struct IndexedLayout {
+  RunIndex kept, reduced;
+  int64_t outputs = 1, count = 1;
+  bool usable = false;
 };
 
 // One dim of the input: its size, its stride in the input, its stride in the (contiguous)
@@ -41,68 +143,113 @@ struct DimInfo {
   bool reduced;
 };
 
-// Folds the dims into a Layout3 without moving data, when the strides allow it: size-1 dims
-// are dropped, the rest put in memory order (largest input stride first) and neighbours of the
-// same kind merged where they are one run of memory in the input (and, for kept dims, in the
-// output). That leaves runs of kept and reduced dims; [kept] [reduced] [kept] or any part of
-// it is a Layout3. Anything else (two separate runs of reduced dims, say) returns false and
-// the caller makes a copy with the reduced dims last.
-// Works in place on the caller's n dims (overwritten) and allocates nothing: it runs on every
-// call of every op, and a few dims take an insertion sort less time than a heap allocation.
-inline bool fold_layout(DimInfo* dims, int64_t n, Layout3* out) {
+// Drops size-1 dims, puts the rest in memory order (largest input stride first; equal strides
+// keep their order) and merges neighbours of the same kind that are one run of memory in the
+// input (and, for kept dims, in the output). Works in place; returns the number of runs.
+inline int64_t fold_runs(DimInfo* dims, int64_t n) {
   int64_t kept = 0;
   for (int64_t i = 0; i < n; ++i)
     if (dims[i].size != 1) dims[kept++] = dims[i];
-  for (int64_t i = 1; i < kept; ++i) {  // stable: equal strides keep their order
+  for (int64_t i = 1; i < kept; ++i) {  // a few dims: an insertion sort, no allocation
     const DimInfo d = dims[i];
     int64_t j = i;
     for (; j > 0 && dims[j - 1].in_stride < d.in_stride; --j) dims[j] = dims[j - 1];
     dims[j] = d;
   }
   int64_t count = 0;  // the runs, written over the dims already read
-  DimInfo* runs = dims;
   for (int64_t i = 0; i < kept; ++i) {
     const DimInfo d = dims[i];
     if (count > 0) {
-      DimInfo& prev = runs[count - 1];
-      const bool in_run = prev.reduced == d.reduced && prev.in_stride == d.in_stride * d.size &&
-                          (d.reduced || prev.out_stride == d.out_stride * d.size);
-      if (in_run) {
+      DimInfo& prev = dims[count - 1];
+      if (prev.reduced == d.reduced && prev.in_stride == d.in_stride * d.size &&
+          (d.reduced || prev.out_stride == d.out_stride * d.size)) {
         prev = {prev.size * d.size, d.in_stride, d.out_stride, d.reduced};
         continue;
       }
     }
-    runs[count++] = d;
+    dims[count++] = d;
   }
-  int reduced_runs = 0;
-  for (int64_t i = 0; i < count; ++i) reduced_runs += runs[i].reduced;
-  if (reduced_runs > 1 || count > 3) return false;
+  return count;
+}
 
-  Layout3 l;
-  int64_t k = 0;
-  if (reduced_runs == 0) {
-    // Nothing of size > 1 is reduced: a reduction of length 1, up to two kept runs.
-    if (count > 2) return false;
-    if (count == 2) {
-      l.outer = runs[0].size, l.in_outer = runs[0].in_stride, l.out_outer = runs[0].out_stride;
-      ++k;
+// Folds the dims into a Layout3 without moving data. The innermost run (smallest input stride)
+// is the rows' reduced run (inner = 1) when it is reduced, else the columns' inner run; one
+// reduced run is `reduced`; every other kept run is a digit of the outer index. More than one
+// reduced run (with `allow_combine`): the longest is `reduced`, the others become digits of the
+// outer index that step through partials (Layout3::combine), so the second pass has the fewest
+// partials to combine. Returns false when the runs need more outer digits than kMaxOuterRuns,
+// or several reduced runs without `allow_combine` (callers that cannot combine partials): the
+// caller then copies. Works in place on the caller's n dims and allocates
+// nothing: it runs on every call of every op.
+inline bool fold_layout(DimInfo* dims, int64_t n, Layout3* out, bool allow_combine = true,
+                        IndexedLayout* indexed = nullptr) {
+  int64_t count = fold_runs(dims, n);
+  if (indexed != nullptr) {
+    // The kept runs in the result's order (largest out stride first: the result is contiguous,
+    // and the strides of its kept runs differ), the reduced ones in memory order.
+    IndexedLayout ix;
+    ix.usable = true;
+    for (int64_t below = INT64_MAX;;) {
+      int64_t pick = -1;
+      for (int64_t i = 0; i < count; ++i)
+        if (!dims[i].reduced && dims[i].out_stride < below && (pick < 0 || dims[i].out_stride > dims[pick].out_stride))
+          pick = i;
+      if (pick < 0) break;
+      below = dims[pick].out_stride;
+      ix.usable = ix.usable && ix.kept.add(dims[pick].size, dims[pick].in_stride, dims[pick].out_stride);
     }
-  } else if (!runs[0].reduced) {
-    l.outer = runs[0].size, l.in_outer = runs[0].in_stride, l.out_outer = runs[0].out_stride;
-    ++k;
+    for (int64_t i = 0; i < count; ++i)
+      if (dims[i].reduced) ix.usable = ix.usable && ix.reduced.add(dims[i].size, dims[i].in_stride, 0);
+    ix.outputs = ix.kept.count();
+    ix.count = ix.reduced.count();
+    ix.usable = ix.usable && ix.outputs < INT32_MAX && ix.count < INT32_MAX;
+    *indexed = ix;
   }
-  if (reduced_runs == 1) {
-    if (!runs[k].reduced) return false;  // [kept] [kept] [reduced]
-    l.reduced = runs[k].size, l.in_reduced = runs[k].in_stride;
-    ++k;
-  } else {
-    l.in_reduced = 1;  // one element per output: any stride reads it
+  int64_t longest = -1, reduced_runs = 0;
+  for (int64_t i = 0; i < count; ++i) {
+    if (!dims[i].reduced) continue;
+    ++reduced_runs;
+    if (longest < 0 || dims[i].size >= dims[longest].size) longest = i;  // ties: the inner one
   }
-  if (k < count) {
-    l.inner = runs[k].size, l.in_inner = runs[k].in_stride, l.out_inner = runs[k].out_stride;
-    ++k;
+  Layout3 l;
+  if (reduced_runs > 1) {
+    if (!allow_combine) return false;
+    // The kept runs' out strides are their place in the (contiguous) result; the other reduced
+    // runs count partials, innermost fastest, each partial a whole result apart.
+    int64_t outputs = 1;
+    for (int64_t i = 0; i < count; ++i)
+      if (!dims[i].reduced) outputs *= dims[i].size;
+    int64_t partial_stride = outputs;
+    for (int64_t i = count - 1; i >= 0; --i) {
+      if (!dims[i].reduced || i == longest) continue;
+      dims[i].reduced = false;
+      dims[i].out_stride = partial_stride;
+      partial_stride *= dims[i].size;
+    }
+    l.combine = partial_stride / outputs;
+    count = fold_runs(dims, count);  // the partials' runs may now merge with kept neighbours
   }
-  if (k != count) return false;  // [reduced] [kept] [kept]
+  int64_t r = -1;  // the reduced run, if any
+  for (int64_t i = 0; i < count; ++i)
+    if (dims[i].reduced) r = i;
+  if (r >= 0) l.reduced = dims[r].size, l.in_reduced = dims[r].in_stride;
+  else l.in_reduced = 1;  // one element a result: any stride reads it
+  int64_t last = count;   // runs [0, last) other than r are outer digits
+  if (count > 0 && r != count - 1) {
+    --last;
+    l.inner = dims[last].size, l.in_inner = dims[last].in_stride, l.out_inner = dims[last].out_stride;
+  }
+  for (int64_t i = 0; i < last; ++i) {
+    if (i == r) continue;
+    if (!l.outer_runs.add(dims[i].size, dims[i].in_stride, dims[i].out_stride)) return false;
+  }
+  l.outer = l.outer_runs.count();
+  if (l.outer_runs.runs <= 1) {
+    if (l.outer_runs.runs == 1) l.in_outer = l.outer_runs.in[0], l.out_outer = l.outer_runs.out[0];
+    l.outer_runs = RunIndex{};
+  } else if (l.outer > INT32_MAX) {
+    return false;  // the divisions' range
+  }
   *out = l;
   return true;
 }

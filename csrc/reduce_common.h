@@ -38,6 +38,7 @@ struct Prepared {
   bool done = false;  // out is final already: it is empty, or nothing was reduced into it
   at::Tensor input;   // what the kernels read: self, or a copy with the reduced dims last
   Layout3 layout;     // input and out as (outer, reduced, inner); see layout.h
+  IndexedLayout indexed;  // the same as plain indexes, for small reductions (layout.h)
   ProjectArgs project;  // what the op's projection reads (reduce_ops.h)
   at::Tensor out2;    // var_mean / std_mean: the mean (same shape and dtype as out)
 };

@@ -1,6 +1,6 @@
 // The treduce operator library: every op's schema, the checks the CPU and
 // CUDA implementations share, and the C++ entry point. The kernels register
-// themselves in cpu/sum_cpu.cpp and cuda/ops.cpp.
+// themselves in cpu/reduce_cpu.cpp and cuda/ops.cpp.
 #include "treduce.h"
 
 #include <ATen/EmptyTensor.h>
@@ -298,9 +298,11 @@ void plan_layout(Prepared& p, const at::Tensor& self, at::OptionalIntArrayRef di
 
   p.input = self;
   auto infos = dim_infos(self, reduced);
-  if (!fold_layout(infos.data(), int64_t(infos.size()), &p.layout)) {
-    // Strides that no single (outer, reduced, inner) view describes: copy with the kept dims
-    // first and the reduced ones last, which always folds into [kept] [reduced].
+  // Any strides fold without a copy (layout.h), but for more kept runs than an outer index takes,
+  // or several reduced runs where partials cannot be combined (exact, the ladder): then a
+  // copy with the kept dims first and the reduced ones last, which always folds into [kept]
+  // [reduced].
+  if (!fold_layout(infos.data(), int64_t(infos.size()), &p.layout, p.is_auto, &p.indexed)) {
     std::vector<int64_t> perm;
     DimFlags permuted_reduced;
     for (int pass = 0; pass < 2; ++pass)
@@ -311,9 +313,27 @@ void plan_layout(Prepared& p, const at::Tensor& self, at::OptionalIntArrayRef di
         }
     p.input = self.permute(perm).contiguous();
     auto permuted = dim_infos(p.input, permuted_reduced);
-    const bool folded = fold_layout(permuted.data(), int64_t(permuted.size()), &p.layout);
+    const bool folded = fold_layout(permuted.data(), int64_t(permuted.size()), &p.layout, false, &p.indexed);
     TORCH_INTERNAL_ASSERT(folded, "a contiguous [kept][reduced] tensor must fold");
   }
+}
+
+// treduce._plan: how auto reads x for a reduction over `dim` (every op plans its layout the same
+// way), as JSON: the folded Layout3 (layout.h), and whether the input is copied first.
+std::string plan_op(const at::Tensor& x, at::OptionalIntArrayRef dim) {
+  auto dims = dim_infos(x, reduced_dims(x.dim(), dim));
+  Layout3 l;
+  const bool folded = fold_layout(dims.data(), int64_t(dims.size()), &l, true);
+  std::string runs;
+  for (int k = 0; k < l.outer_runs.runs; ++k) {
+    runs += std::string(k ? ", " : "") + "[" + std::to_string(l.outer_runs.size[k]) + ", " +
+            std::to_string(l.outer_runs.in[k]) + ", " + std::to_string(l.outer_runs.out[k]) + "]";
+  }
+  const auto field = [](const char* name, int64_t v) { return std::string("\"") + name + "\": " + std::to_string(v) + ", "; };
+  return "{" + field("outer", l.outer) + field("reduced", l.reduced) + field("inner", l.inner) +
+         field("in_outer", l.in_outer) + field("in_reduced", l.in_reduced) + field("in_inner", l.in_inner) +
+         field("out_outer", l.out_outer) + field("out_inner", l.out_inner) + "\"outer_runs\": [" + runs + "], " +
+         field("combine", l.combine) + "\"copy\": " + (folded ? "false" : "true") + "}";
 }
 
 void check_device(ReduceOp op, const at::Tensor& self) {
@@ -342,11 +362,12 @@ Prepared prepare_reduce(ReduceOp op, const at::Tensor& self, c10::string_view va
   }
   plan_layout(p, self, dim, keepdim);
   if (p.done) return p;
-  if (op == ReduceOp::Mean) p.project.count = p.layout.reduced;
+  if (op == ReduceOp::Mean) p.project.count = p.layout.count();
   if (!over_dims && !p.layout.is_full_contiguous()) {
     // The ladder variants read one dense run of memory.
     p.input = self.contiguous();
     p.layout = Layout3{};
+    p.indexed = IndexedLayout{};
     p.layout.reduced = self.numel();
     p.layout.in_reduced = 1;
   }
@@ -507,7 +528,7 @@ Prepared prepare_logic(ReduceOp op, const at::Tensor& self, at::OptionalIntArray
   if (op == ReduceOp::Any) p.project.logic = Logic::Any;
   if (op == ReduceOp::All) {
     p.project.logic = Logic::All;
-    p.project.count = p.layout.reduced;
+    p.project.count = p.layout.count();
   }
   return p;
 }
@@ -803,6 +824,8 @@ TORCH_LIBRARY(treduce, m) {
   m.def("_exact_state(Tensor self, int[1]? dim=None, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor");
   m.def("_exact_round(Tensor state, ScalarType dtype) -> Tensor");
   m.def("variants(str device) -> str[]", &treduce::variants_op);
+  // Diagnostic: how auto reads x for a reduction over dim (JSON; torch_reduce.explain).
+  m.def("_plan(Tensor self, int[1]? dim=None) -> str", &treduce::plan_op);
   // Diagnostic, for the benchmark (CUDA only): reads every byte of a contiguous tensor and
   // nothing else. The result is meaningless; the time is the memory's read bandwidth.
   m.def("_read_probe(Tensor self) -> Tensor");

@@ -69,6 +69,16 @@ DIMS_CASES = [
     # Few long rows: 2-byte types take 8-byte vectors here; the last 2 outputs are elements.
     ("columns, 8-byte vectors, a partial vector last", lambda d: _small_ints((16, 65544), d)[:, :65538], 0),
     ("two dims", lambda d: _small_ints((6, 7, 8), d), (0, 2)),
+    # Any layout (layout.h): two reduced runs, rows then the partials' combine (batch-norm
+    # statistics of NCHW) and columns then the combine; kept dims in another order in memory than
+    # in the result (outer runs); short reductions over many outputs (tile_kernel), the result
+    # transposed against the input; a stride-0 dim.
+    ("two reduced runs, rows first", lambda d: _small_ints((5, 6, 40, 41), d), (0, 2, 3)),
+    ("two reduced runs, columns first", lambda d: _small_ints((300, 7, 33), d), (0, 2)),
+    ("kept dims out of order", lambda d: _small_ints((9, 70, 6, 5), d).permute(3, 1, 2, 0), 2),
+    ("short reduction, many outputs", lambda d: _small_ints((1100, 3, 16), d), 1),
+    ("short reduction, transposed result", lambda d: _small_ints((3000, 7, 5), d).transpose(0, 2), 1),
+    ("stride-0 reduced dim", lambda d: _small_ints((40, 1, 33), d).expand(40, 9, 33), 1),
 ]
 
 

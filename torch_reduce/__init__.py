@@ -62,15 +62,15 @@ def _load_ops_library() -> dict:
 _BUILD_INFO = _load_ops_library()
 
 from .ops import (  # noqa: E402
-    SUPPORTED_DTYPES, Variant, all, amax, amin, aminmax, any, argmax, argmin, count_nonzero, logsumexp, max, mean,
-    min, nanmean, nansum, prod, result_dtype, std, std_mean, sum, var, var_mean, variants, vector_norm,
+    SUPPORTED_DTYPES, Variant, all, amax, amin, aminmax, any, argmax, argmin, count_nonzero, explain, logsumexp, max,
+    mean, min, nanmean, nansum, prod, result_dtype, std, std_mean, sum, var, var_mean, variants, vector_norm,
 )
 from .override import override  # noqa: E402
 from . import distributed  # noqa: E402  (registers the ops' DTensor shardings)
 
 __all__ = [
     "SUPPORTED_DTYPES", "Variant", "__version__", "all", "amax", "amin", "aminmax", "any", "argmax", "argmin",
-    "build_info", "count_nonzero", "distributed", "max", "mean", "min", "override",
+    "build_info", "count_nonzero", "distributed", "explain", "max", "mean", "min", "override",
     "logsumexp", "nanmean", "nansum", "prod", "result_dtype", "std", "std_mean", "sum", "var", "var_mean",
     "variants", "vector_norm",
 ]

@@ -7,6 +7,7 @@ function would cost every call, with or without gradients, a trip through the in
 from __future__ import annotations
 
 import builtins
+import json
 from collections.abc import Sequence
 from typing import NamedTuple, Union
 
@@ -366,6 +367,16 @@ def variants(device: str | torch.device = "cuda") -> list[Variant]:
         name, technique, seed, fixes, kernel, determinism = row.split("\t")
         out.append(Variant(name, technique, seed, fixes, kernel, determinism == "deterministic"))
     return out
+
+
+def explain(x: torch.Tensor, dim: Dims = None) -> dict:
+    """How ``auto`` reads ``x`` for a reduction over ``dim`` (every op plans its layout the same
+    way), without running anything: the folded layout (csrc/layout.h) as a dict, outputs =
+    outer x inner / combine. ``outer_runs`` lists [size, input stride, output stride] of each
+    run an outer index stands for when there are several; ``combine`` > 1 means the reduced dims
+    were several runs of memory, reduced in two passes; ``copy`` means the input is copied first
+    (more separate runs than the kernels index)."""
+    return json.loads(torch.ops.treduce._plan(x, _dim_list(dim)))
 
 
 # Shape rules, shared by the fake kernels. Errors are left to the real kernels, which check

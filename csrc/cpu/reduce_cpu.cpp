@@ -436,16 +436,22 @@ void store(void* out, DType dtype, int64_t i, T v) {
   }
 }
 
-// Where the results go: out[o * out_outer + i * out_inner] in the result dtype, through the
+// Where the results go: result i (layout.h's output offset) in the result dtype, through the
 // operator's projection (mean's division, var's divisor), and the second result of var_mean
-// and std_mean into `second`.
+// and std_mean into `second`; or, with `partials` set, the accumulator as it is, for a second
+// pass to combine (Layout3::combine).
 struct Sink {
   void* ptr;
   DType dtype;
   ProjectArgs args;
   void* second = nullptr;
+  void* partials = nullptr;
   template <class Op, class A>
   void put(int64_t i, const A& v) const {
+    if (partials) {
+      static_cast<A*>(partials)[i] = v;
+      return;
+    }
     store(ptr, dtype, i, Op::project(v, args));
     if constexpr (Op::kOutputs == 2) {
       if (second) store(second, second_dtype<Op>(dtype, DType::Int64), i, Op::project2(v, args));
@@ -456,7 +462,7 @@ struct Sink {
   // 32).
   template <class Op, class A>
   void put_block(int64_t i0, int64_t step, const A* v, int64_t m) const {
-    if constexpr (Op::kOutputs == 2) {
+    if (Op::kOutputs == 2 || partials) {
       for (int64_t k = 0; k < m; ++k) put<Op>(i0 + k * step, v[k]);
     } else {
       const ProjectArgs a = args;
@@ -484,15 +490,15 @@ void reduce_rows(const In* x, const Layout3& l, const Sink& out) {
   const int64_t tasks = l.outer * chunks;
   const auto chunk = [&](int64_t o, int64_t c) {  // chunk c of row o
     const int64_t begin = c * kChunk;
-    return Acc(chunk_reduce<In, Mid, Chunk>(x + o * l.in_outer + begin * l.in_reduced,
+    return Acc(chunk_reduce<In, Mid, Chunk>(x + l.outer_in(o) + begin * l.in_reduced,
                                             std::min(kChunk, l.reduced - begin), l.in_reduced, begin));
   };
   // Short rows: several per task, so that a task reads at least ~32K elements.
   const int64_t grain = std::max<int64_t>(1, (int64_t(1) << 15) / std::min(l.reduced, kChunk));
   if constexpr (kSimdRows<In, Mid, Chunk> || kSimdExtremaRows<In, Mid, Op> || kSimdNonzero<In, Mid, Chunk>) {
     // Contiguous short rows of the sums, amax, amin, aminmax, any, all and count_nonzero
-    // sum_simd has: a block of rows a kernel call.
-    if (chunks == 1 && l.in_reduced == 1) {
+    // sum_simd has: a block of rows a kernel call (rows evenly spaced: one outer run).
+    if (chunks == 1 && l.in_reduced == 1 && l.outer_runs.runs <= 1) {
       at::parallel_for(0, l.outer, grain, [&](int64_t begin, int64_t end) {
         constexpr int64_t kBlock = 64;
         for (int64_t o = begin; o < end; o += kBlock) {
@@ -526,7 +532,7 @@ void reduce_rows(const In* x, const Layout3& l, const Sink& out) {
   }
   if (chunks == 1) {  // a row a task, with no division of the task index (short rows: ~15% of the time)
     at::parallel_for(0, tasks, grain, [&](int64_t begin, int64_t end) {
-      for (int64_t o = begin; o < end; ++o) out.put<Op>(o * l.out_outer, chunk(o, 0));
+      for (int64_t o = begin; o < end; ++o) out.put<Op>(l.outer_out(o), chunk(o, 0));
     });
     return;
   }
@@ -535,7 +541,7 @@ void reduce_rows(const In* x, const Layout3& l, const Sink& out) {
     for (int64_t t = begin; t < end; ++t) partial[t] = chunk(t / chunks, t % chunks);
   });
   for (int64_t o = 0; o < l.outer; ++o)
-    out.put<Op>(o * l.out_outer, pairwise_combine<Op>(partial.get() + o * chunks, chunks));
+    out.put<Op>(l.outer_out(o), pairwise_combine<Op>(partial.get() + o * chunks, chunks));
 }
 
 // Columns (inner > 1): a task owns a strip of up to kWidth adjacent outputs of one outer index
@@ -558,7 +564,7 @@ void reduce_columns(const In* x, const Layout3& l, const Sink& out) {
   // The accumulators of segment g of strip s of outer index o, into acc[0, width).
   const auto segment = [&](int64_t o, int64_t s, int64_t g, Acc* acc) {
     const int64_t i0 = s * kWidth, width = std::min(kWidth, l.inner - i0);
-    const In* base = x + o * l.in_outer + i0 * l.in_inner;
+    const In* base = x + l.outer_in(o) + i0 * l.in_inner;
     const int64_t end = std::min(l.reduced, (g + 1) * kSegment);
     if constexpr (kSimdExtremaRows<In, Mid, Op>) {  // amax, amin, aminmax: sum_simd's columns kernel
       if (l.in_inner == 1) {
@@ -626,7 +632,7 @@ void reduce_columns(const In* x, const Layout3& l, const Sink& out) {
     return width;
   };
   const auto store = [&](int64_t o, int64_t s, int64_t j, const Acc& v) {
-    out.put<Op>(o * l.out_outer + (s * kWidth + j) * l.out_inner, v);
+    out.put<Op>(l.outer_out(o) + (s * kWidth + j) * l.out_inner, v);
   };
   // A task reads at least ~32K elements.
   const int64_t grain = std::max<int64_t>(1, (int64_t(1) << 15) / (width_max * std::min(kSegment, l.reduced)));
@@ -663,15 +669,31 @@ void reduce_columns(const In* x, const Layout3& l, const Sink& out) {
   });
 }
 
+// Any layout: rows or columns; with several reduced runs (Layout3::combine), partials first,
+// then each output's partials combined pairwise in order, the outputs on all threads.
 template <class In, class Mid, class Op>
 void reduce_auto(const In* x, const Layout3& l, const Sink& out) {
+  if (l.combine > 1) {
+    using Acc = typename Op::acc_t;
+    const int64_t outputs = l.outputs();
+    const std::unique_ptr<Acc[]> partial(new Acc[l.combine * outputs]);
+    Layout3 first = l;
+    first.combine = 1;
+    Sink to_partials = out;
+    to_partials.partials = partial.get();
+    reduce_auto<In, Mid, Op>(x, first, to_partials);
+    at::parallel_for(0, outputs, std::max<int64_t>(1, (int64_t(1) << 15) / l.combine), [&](int64_t begin, int64_t end) {
+      for (int64_t k = begin; k < end; ++k) out.put<Op>(k, pairwise_combine<Op>(partial.get() + k, l.combine, outputs));
+    });
+    return;
+  }
   if (l.inner == 1) reduce_rows<In, Mid, Op>(x, l, out);
   else reduce_columns<In, Mid, Op>(x, l, out);
 }
 
 Sink sink_of(const Prepared& p) {
   return {p.out.mutable_data_ptr(), p.types.out, p.project,
-          p.out2.defined() ? p.out2.mutable_data_ptr() : nullptr};
+          p.out2.defined() ? p.out2.mutable_data_ptr() : nullptr, nullptr};
 }
 
 template <class In, class Mid, class Acc>
@@ -760,14 +782,14 @@ void exact_sum(const T* x, const Layout3& l, const Emit& emit) {
   at::parallel_for(0, outputs, 1, [&](int64_t b, int64_t e) {
     for (int64_t j = b; j < e; ++j) {
       const int64_t o = j / l.inner, i = j % l.inner;
-      const T* base = x + o * l.in_outer + i * l.in_inner;
+      const T* base = x + l.outer_in(o) + i * l.in_inner;
       ExactAcc a;
       if (l.in_reduced == 1) {
         exact_run(base, l.reduced, &a);
       } else {
         for (int64_t r = 0; r < l.reduced; ++r) a.add(exact_value(base[r * l.in_reduced]));
       }
-      emit(o * l.out_outer + i * l.out_inner, a);
+      emit(l.outer_out(o) + i * l.out_inner, a);
     }
   });
 }

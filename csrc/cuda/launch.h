@@ -45,6 +45,7 @@ struct ReduceArgs {
   int cc_major;        // compute capability: 9 and up launch with programmatic dependence
   ReduceOp op = ReduceOp::Sum;   // launch_reduce only, like everything below
   Layout3 layout;
+  IndexedLayout indexed;         // the same as plain indexes (small reductions: one kernel)
   ProjectArgs project;           // what the op's projection reads (reduce_ops.h)
   void* out2 = nullptr;          // var_mean / std_mean: the mean, like `out`
   // kTicketWords words that are 0 and that no other call can touch until this one's kernels

@@ -91,6 +91,7 @@ at::Tensor run(const Prepared& p) {
   args.cc_major = props->major;
   args.op = p.op;
   args.layout = p.layout;
+  args.indexed = p.indexed;
   args.project = p.project;
   if (p.out2.defined()) args.out2 = p.out2.mutable_data_ptr();
   const auto launch = [&](size_t* workspace_bytes) {

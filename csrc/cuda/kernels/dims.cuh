@@ -1,9 +1,15 @@
 // auto over dims: every operator (reduce_ops.h) on any Layout3 (layout.h), that is
-//   out[o, i] = reduce over r of x[o * in_outer + r * in_reduced + i * in_inner].
-// Three shapes of work, picked by run_reduce:
+//   out[outer_out(o) + i * out_inner] = reduce over r of x[outer_in(o) + r * in_reduced + i * in_inner],
+// the outer index one run of memory or the digits of several. Shapes of work, picked by run_reduce:
+//  - small reductions (up to kSmallElements elements), any layout: one kernel indexing the
+//    elements through the IndexedLayout, a team of threads a result (small_kernel);
 //  - full reduction of a contiguous run: the vector kernel (vector.cuh);
+//  - several reduced runs (Layout3::combine): one pass over the longest run into partials, then
+//    a second kernel combines each result's partials (run_combined);
+//  - short reductions (up to kTileReduced elements) over many outputs where the shapes below
+//    would idle, and short rows that are not whole vectors: a thread an output (tile_kernel);
 //  - rows (inner == 1): a team of 1 to 32 lanes per row, sized so each lane has four to eight
-//    16-byte loads (sums and extrema of floats over whole rows of 8 to 64 vectors: two or four,
+//    16-byte loads (sums and extrema of floats over whole rows of 1 to 64 vectors: one to four,
 //    in a kernel of few registers); many long rows (two or more vectors a thread of a
 //    512-thread block) a block each; rows too long for a team while too few to fill the device
 //    are cut into segments, one block each, as many as fill whole waves of the device, and a
@@ -12,9 +18,9 @@
 //    is contiguous and aligned; 8 bytes for 2-byte types with few outputs) and walk the
 //    reduced dim; when the outputs alone do not fill the device, up to 32 threads share a
 //    column in a block (up to the whole block when a row has fewer outputs than a block has
-//    threads across), then the reduced dim is split across blocks too, and a second kernel
-//    combines the splits. Each thread's outputs are stored as one run (16-byte stores where
-//    aligned).
+//    threads across), then, unless each thread's share is a few rows already, the reduced dim
+//    is split across blocks too, and a second kernel combines the splits. Each thread's outputs
+//    are stored as one run (16-byte stores where aligned).
 // Every output is combined in an order fixed by the shape and the device, never by timing:
 // results are the same bits on every call.
 #pragma once
@@ -244,9 +250,9 @@ rows_kernel(const typename R::In* x, Layout3 l, Sink out) {
   constexpr int64_t kRowsPerBlock = kRowsBlock / kTeam;
   for (int64_t o = blockIdx.x * kRowsPerBlock + threadIdx.x / kTeam; o < l.outer;
        o += int64_t(gridDim.x) * kRowsPerBlock) {
-    auto v = row_part<R, kTeam, kGroupRows<R>>(x + o * l.in_outer, 0, l.reduced, l.in_reduced, t);
+    auto v = row_part<R, kTeam, kGroupRows<R>>(x + l.outer_in(o), 0, l.reduced, l.in_reduced, t);
     v = team_reduce<Op, kTeam>(v);
-    if (t == 0) store_acc<Op>(out, o * l.out_outer, v);
+    if (t == 0) store_acc<Op>(out, l.outer_out(o), v);
   }
 }
 
@@ -285,7 +291,7 @@ whole_rows_kernel(const typename R::In* x, Layout3 l, Sink out) {
   const int t = threadIdx.x % kTeam;
   const int64_t o = int64_t(blockIdx.x) * (kRowsBlock / kTeam) + threadIdx.x / kTeam;
   if (o >= l.outer) return;  // whole teams
-  const auto* v = reinterpret_cast<const uint4*>(x + o * l.in_outer) + t;
+  const auto* v = reinterpret_cast<const uint4*>(x + l.outer_in(o)) + t;
   uint4 r[kLoads];
 #pragma unroll
   for (int u = 0; u < kLoads; ++u) r[u] = __ldg(v + u * kTeam);
@@ -322,7 +328,7 @@ whole_rows_kernel(const typename R::In* x, Layout3 l, Sink out) {
       d2 += d * d;
     });
     acc = Op::from_deviations(mean, team_sum<kTeam>(d1), team_sum<kTeam>(d2), count);
-    if (t == 0) store_acc<Op>(out, o * l.out_outer, acc);
+    if (t == 0) store_acc<Op>(out, l.outer_out(o), acc);
     return;
   }
   if constexpr (kGroupRows<R>) {
@@ -332,7 +338,7 @@ whole_rows_kernel(const typename R::In* x, Layout3 l, Sink out) {
     for (int u = 0; u < kLoads; ++u) vector_into<R>(acc, r[u], int64_t(t + u * kTeam) * kPer);
   }
   acc = team_reduce<Op, kTeam>(acc);
-  if (t == 0) store_acc<Op>(out, o * l.out_outer, acc);
+  if (t == 0) store_acc<Op>(out, l.outer_out(o), acc);
 }
 
 // Combines p[j * stride] for j = first, first + step, ... below `count`, in that order, kLoads
@@ -375,7 +381,7 @@ __device__ __forceinline__ typename R::Acc segment_part(const typename R::In* x,
   const int64_t o = blockIdx.x / segments;
   const int64_t begin = (blockIdx.x % segments) * per_segment;
   const int64_t end = min64(l.reduced, begin + per_segment);
-  auto v = row_part<R, kSegmentBlock, kGroupLoads<R>>(x + o * l.in_outer, begin, end, l.in_reduced, threadIdx.x);
+  auto v = row_part<R, kSegmentBlock, kGroupLoads<R>>(x + l.outer_in(o), begin, end, l.in_reduced, threadIdx.x);
   return block_reduce<typename R::Op, kSegmentBlock>(v);
 }
 
@@ -388,10 +394,10 @@ __global__ void __launch_bounds__(kSegmentBlock)
 row_segments_kernel(const typename R::In* x, Layout3 l, int64_t per_segment, int segments, bool whole, Sink out) {
   if (whole) {
     auto acc = R::Op::identity();
-    vectors_into<R, kSegmentBlock, kGroupLoads<R>>(acc, reinterpret_cast<const uint4*>(x + int64_t(blockIdx.x) * l.in_outer),
+    vectors_into<R, kSegmentBlock, kGroupLoads<R>>(acc, reinterpret_cast<const uint4*>(x + l.outer_in(blockIdx.x)),
                                                    l.reduced / (16 / int64_t(sizeof(typename R::In))), 0, threadIdx.x);
     acc = block_reduce<typename R::Op, kSegmentBlock>(acc);
-    if (threadIdx.x == 0) store_acc<typename R::Op>(out, int64_t(blockIdx.x) * l.out_outer, acc);
+    if (threadIdx.x == 0) store_acc<typename R::Op>(out, l.outer_out(blockIdx.x), acc);
     return;
   }
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
@@ -406,7 +412,7 @@ row_segments_kernel(const typename R::In* x, Layout3 l, int64_t per_segment, int
 #endif
   const auto v = segment_part<R>(x, l, per_segment, segments);
   const int64_t o = blockIdx.x / segments;
-  if (threadIdx.x == 0) store_acc<typename R::Op>(out, segments == 1 ? o * l.out_outer : int64_t(blockIdx.x), v);
+  if (threadIdx.x == 0) store_acc<typename R::Op>(out, segments == 1 ? l.outer_out(o) : int64_t(blockIdx.x), v);
 }
 
 // Many rows of exactly two 16-byte vectors a thread of a kSegmentBlock block (float32 rows of
@@ -422,7 +428,7 @@ __global__ void __launch_bounds__(kSegmentBlock)
 two_vector_rows_kernel(const typename R::In* x, Layout3 l, Sink out) {
   using Op = typename R::Op;
   constexpr int64_t kPer = 16 / int64_t(sizeof(typename R::In));
-  const auto* v = reinterpret_cast<const uint4*>(x + int64_t(blockIdx.x) * l.in_outer) + threadIdx.x;
+  const auto* v = reinterpret_cast<const uint4*>(x + l.outer_in(blockIdx.x)) + threadIdx.x;
   const uint4 r0 = __ldcs(v), r1 = __ldcs(v + kSegmentBlock);
   auto acc = Op::identity();
   if constexpr (kGroupRows<R> && sizeof(typename R::Acc) > 8) {
@@ -433,7 +439,7 @@ two_vector_rows_kernel(const typename R::In* x, Layout3 l, Sink out) {
     vector_into<R>(acc, r1, int64_t(threadIdx.x + kSegmentBlock) * kPer);
   }
   acc = block_reduce<Op, kSegmentBlock>(acc);
-  if (threadIdx.x == 0) store_acc<Op>(out, int64_t(blockIdx.x) * l.out_outer, acc);
+  if (threadIdx.x == 0) store_acc<Op>(out, l.outer_out(blockIdx.x), acc);
 }
 
 // The same with the rows' combine in it, for eager calls (see run_rows): each block writes its
@@ -465,7 +471,7 @@ row_segments_ticket_kernel(const typename R::In* x, Layout3 l, int64_t per_segme
   constexpr int kLoads = sizeof(typename R::Acc) % 4 == 0 && sizeof(typename R::Acc) <= 8 ? 8 : 2;
   auto w = combine_strided<R, kLoads, true>(partials + o * segments, 1, int(threadIdx.x), 32, segments);
   w = warp_reduce<Op>(w);
-  if (threadIdx.x == 0) store_acc<Op>(out, o * l.out_outer, w);
+  if (threadIdx.x == 0) store_acc<Op>(out, l.outer_out(o), w);
 }
 
 // A combine kernel (after its wait) lets the next call's first kernel launch, which then waits
@@ -497,7 +503,7 @@ row_partials_kernel(const typename R::Acc* partials, int segments, Layout3 l, Si
   // of 2^26 float32: 101.8 us against the probe's 86.4, with the per-element operator).
   auto v = combine_strided<R, 8>(partials + o * segments, 1, int(lane), 32, segments);
   v = warp_reduce<Op>(v);
-  if (lane == 0) store_acc<Op>(out, o * l.out_outer, v);
+  if (lane == 0) store_acc<Op>(out, l.outer_out(o), v);
 }
 
 // Columns: thread (x, y) of block (b, split) owns outputs i0 .. i0 + V - 1 of outer index
@@ -535,7 +541,7 @@ columns_kernel(const typename R::In* x, Layout3 l, unsigned column_blocks, int64
   // split's partial at [split][o][i], or the result.
   const auto column_output = [&](int c) { return first + (int64_t(blockIdx.x - o * column_blocks) * X + c) * V; };
   const auto out_at = [&](int64_t i) {
-    return gridDim.y > 1 ? (int64_t(blockIdx.y) * l.outer + o) * l.inner + i : int64_t(o) * l.out_outer + i * l.out_inner;
+    return gridDim.y > 1 ? (int64_t(blockIdx.y) * l.outer + o) * l.inner + i : l.outer_out(o) + i * l.out_inner;
   };
   const int64_t i0 = column_output(threadIdx.x);
   const int64_t r_end = min64(l.reduced, (blockIdx.y + 1) * per_split);
@@ -589,7 +595,7 @@ columns_kernel(const typename R::In* x, Layout3 l, unsigned column_blocks, int64
     int64_t r = blockIdx.y * per_split + threadIdx.y;
     // Rows r, r + Y, ..., r + (U - 1) Y: U loads in flight, each `step` elements on.
     const int64_t step = Y * l.in_reduced;
-    const In* p = x + int64_t(o) * l.in_outer + i0 * l.in_inner + r * l.in_reduced;
+    const In* p = x + l.outer_in(o) + i0 * l.in_inner + r * l.in_reduced;
     const auto at = [&](int u) {
       if constexpr (V == 1) return p[u * step];
       else return __ldg(reinterpret_cast<const Load*>(p + u * step));
@@ -710,6 +716,133 @@ columns_kernel(const typename R::In* x, Layout3 l, unsigned column_blocks, int64
   }
 }
 
+// Small reductions (up to kSmallElements elements in all, kSmallCount a result), any layout, in
+// one kernel: a team of 2^team_bits threads a result (a part of a warp, or up to the whole block),
+// each thread's kSmallLoads loads issued together (16-byte vectors where each result's elements
+// are one run of whole aligned vectors), the team combined by shuffles, then across its warps in
+// order. Indexes through the IndexedLayout (a multiply and a shift a run), so several reduced runs
+// need no second pass and no partials. Launched with programmatic dependence. A small
+// reduction's time is the launch and a few round trips to L2: the rows and columns kernels took
+// up to three round trips more (a column's rows four loads at a time) and a second kernel for
+// splits (sum((128, 17), dim=0) of bfloat16: 2.6 us in CUDA graphs, torch.compile's one kernel
+// 1.2). The three ways to the elements are separate loops: in one, each load sat behind its own
+// branches of the index arithmetic (SASS), one load issued every ~60 instructions.
+inline constexpr int kSmallBlock = 256;
+inline constexpr int kSmallLoads = 8;
+inline constexpr int64_t kSmallElements = int64_t(1) << 16;
+inline constexpr int64_t kSmallCount = int64_t(kSmallBlock) * kSmallLoads * 4;  // four rounds of loads
+template <class R>
+__global__ void __launch_bounds__(kSmallBlock)
+small_kernel(const typename R::In* x, IndexedLayout l, int team_bits, bool vectors, Sink out) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  // As small_sum_kernel's: the next kernel may launch at once (it waits for this one's end).
+  cudaTriggerProgrammaticLaunchCompletion();
+  cudaGridDependencySynchronize();
+#endif
+  using Op = typename R::Op;
+  using In = typename R::In;
+  const int64_t k = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) >> team_bits;
+  const int team = 1 << team_bits, lane = threadIdx.x & (team - 1);
+  // Threads past the last result stay for the shuffles and the barrier.
+  const bool live = k < l.outputs;
+  const In* base = x + (live ? l.kept.in_offset(k) : 0);
+  auto acc = Op::identity();
+  // Each group of kSmallLoads loads: at(u) the u-th's value (issued together), its position.
+  const auto group = [&](int64_t j, auto at) {
+    In e[kSmallLoads];
+#pragma unroll
+    for (int u = 0; u < kSmallLoads; ++u) e[u] = j + int64_t(u) * team < l.count ? at(j + int64_t(u) * team) : In();
+    if constexpr (kGroupLoads<R>) {
+      if (j + int64_t(kSmallLoads - 1) * team < l.count) {  // a whole group: one combine (see kGroupLoads)
+        typename R::Value t[kSmallLoads];
+#pragma unroll
+        for (int u = 0; u < kSmallLoads; ++u) t[u] = R::value(e[u]);
+        acc = Op::combine(acc, reduce_values<Op>(t));
+        return;
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < kSmallLoads; ++u)
+      if (j + int64_t(u) * team < l.count) element_into<R>(acc, e[u], j + int64_t(u) * team);
+  };
+  if (!live) {
+  } else if (vectors) {  // one run of whole aligned vectors a result
+    constexpr int64_t kPer = 16 / int64_t(sizeof(In));
+    const int64_t n = l.count / kPer;
+    for (int64_t v = lane; v < n; v += int64_t(team) * kSmallLoads) {
+      uint4 r[kSmallLoads];
+      bool in_range[kSmallLoads];
+#pragma unroll
+      for (int u = 0; u < kSmallLoads; ++u) {
+        in_range[u] = v + int64_t(u) * team < n;
+        r[u] = in_range[u] ? __ldg(reinterpret_cast<const uint4*>(base) + v + int64_t(u) * team) : uint4{};
+      }
+      if constexpr (kGroupLoads<R>) {
+        if (in_range[kSmallLoads - 1]) {
+          acc = Op::combine(acc, reduce_loads<R>(r));
+          continue;
+        }
+      }
+#pragma unroll
+      for (int u = 0; u < kSmallLoads; ++u)
+        if (in_range[u]) vector_into<R>(acc, r[u], (v + int64_t(u) * team) * kPer);
+    }
+  } else if (l.reduced.runs <= 1) {  // one run: a stride
+    const int64_t stride = l.reduced.in[0];
+    for (int64_t j = lane; j < l.count; j += int64_t(team) * kSmallLoads) group(j, [&](int64_t i) { return base[i * stride]; });
+  } else {
+    for (int64_t j = lane; j < l.count; j += int64_t(team) * kSmallLoads)
+      group(j, [&](int64_t i) { return base[l.reduced.in_offset(i)]; });
+  }
+  const int in_warp = team < 32 ? team : 32;
+  for (int offset = in_warp / 2; offset > 0; offset >>= 1)
+    acc = Op::combine(acc, shfl_down(0xffffffffu, acc, offset, in_warp));
+  if (team > 32) {  // the team's warps, in order
+    __shared__ typename R::Acc by_warp[kSmallBlock / 32];
+    if (threadIdx.x % 32 == 0) by_warp[threadIdx.x / 32] = acc;
+    __syncthreads();
+    if (lane == 0) {
+      for (int w = 1; w < team / 32; ++w) acc = Op::combine(acc, by_warp[threadIdx.x / 32 + w]);
+    }
+  }
+  if (live && lane == 0) store_acc<Op>(out, k, acc);
+}
+
+// Short reductions over many outputs (Layout3 with reduced <= kTileReduced) where the columns
+// kernel's shape would leave most threads idle or the result is transposed against the input,
+// and short rows that are not whole vectors: a thread an output, each issuing all of its loads
+// at once. A block is a tile of
+// 2^a_bits outputs along A times 256 >> a_bits along B, where A is the dim whose outputs are
+// adjacent in the result (inner, or outer when the result is transposed against the input), so
+// that the stores are whole runs; when A is not the input's contiguous dim, the tile's B rows
+// read the rest of each sector, from L1. The columns kernel put its threads down the reduced dim
+// and across a row's outputs, which here left most of them idle: var of (11008, 3, 16) over dim 1
+// ran 64 threads down a reduced dim of 3 and 4 across, 11008 blocks of 256 threads.
+inline constexpr int kTileBlock = 256;
+inline constexpr int kTileReduced = 16;
+template <class R>
+__global__ void __launch_bounds__(kTileBlock)
+tile_kernel(const typename R::In* x, Layout3 l, int a_bits, bool a_is_outer, Sink out) {
+  using Op = typename R::Op;
+  using In = typename R::In;
+  const int64_t nA = a_is_outer ? l.outer : l.inner, nB = a_is_outer ? l.inner : l.outer;
+  const int64_t a = int64_t(blockIdx.x) << a_bits | (threadIdx.x & ((1u << a_bits) - 1));
+  if (a >= nA) return;
+  for (int64_t b = int64_t(blockIdx.y) * (kTileBlock >> a_bits) + (threadIdx.x >> a_bits); b < nB;
+       b += int64_t(gridDim.y) * (kTileBlock >> a_bits)) {
+    const int64_t o = a_is_outer ? a : b, i = a_is_outer ? b : a;
+    const In* p = x + l.outer_in(o) + i * l.in_inner;
+    In e[kTileReduced];  // every load issued before any is used
+#pragma unroll
+    for (int r = 0; r < kTileReduced; ++r) e[r] = r < l.reduced ? p[r * l.in_reduced] : In();
+    auto acc = Op::identity();
+#pragma unroll
+    for (int r = 0; r < kTileReduced; ++r)
+      if (r < l.reduced) element_into<R>(acc, e[r], r);
+    store_acc<Op>(out, l.outer_out(o) + i * l.out_inner, acc);
+  }
+}
+
 // Combines the splits of the column kernel: thread (x, y) of a block takes output
 // blockIdx.x * 32 + x and splits y, y + Y, ...; the Y are then combined in y order.
 template <class R>
@@ -734,7 +867,35 @@ column_partials_kernel(const typename R::Acc* partials, int splits, Layout3 l, S
   __syncthreads();
   if (threadIdx.y > 0 || k >= outputs) return;
   for (int y = 1; y < int(blockDim.y); ++y) v = Op::combine(v, by_y[y][threadIdx.x]);
-  store_acc<Op>(out, (k / l.inner) * l.out_outer + (k % l.inner) * l.out_inner, v);
+  store_acc<Op>(out, l.outer_out(k / l.inner) + (k % l.inner) * l.out_inner, v);
+}
+
+// Whether the result's adjacent outputs are along outer rather than inner (transposed against the
+// input): tile_kernel's lanes then go along outer.
+inline bool tiles_transposed(const Layout3& l) { return l.out_inner != 1 && l.outer > 1 && l.outer_out(1) == 1; }
+
+// tile_kernel's launch: A the inner dim unless the result is transposed (or rows: outer), as many
+// tiles as the outputs need (B looped past 65535 tiles).
+template <class R>
+cudaError_t run_tiles(const ReduceArgs& a, const Sink& result, size_t* workspace_bytes) {
+  if (workspace_bytes) {
+    *workspace_bytes = 0;
+    return cudaSuccess;
+  }
+  const Layout3& l = a.layout;
+  const bool a_is_outer = l.inner == 1 || tiles_transposed(l);
+  const int64_t nA = a_is_outer ? l.outer : l.inner, nB = a_is_outer ? l.inner : l.outer;
+  // 32 x 8 tiles; fewer than 8 outputs along B (rows: one) give A the rest of the block.
+  int b_bits = 0;
+  while (b_bits < 3 && (int64_t(1) << b_bits) < nB) ++b_bits;
+  int a_bits = 0;
+  while (a_bits < 8 - b_bits && (int64_t(1) << a_bits) < nA) ++a_bits;
+  const int64_t tiles_a = ceil_div(nA, int64_t(1) << a_bits);
+  const int64_t tiles_b = std::min<int64_t>(ceil_div(nB, int64_t(kTileBlock >> a_bits)), 65535);
+  if (tiles_a > kMaxGridX) return cudaErrorInvalidConfiguration;
+  tile_kernel<R><<<dim3(unsigned(tiles_a), unsigned(tiles_b)), kTileBlock, 0, a.stream>>>(
+      static_cast<const typename R::In*>(a.in), l, a_bits, a_is_outer, result);
+  return last_launch_error();
 }
 
 template <class R>
@@ -764,7 +925,7 @@ cudaError_t run_rows(const ReduceArgs& a, const Sink& result, size_t* workspace_
   while (team < 32 && team * per_lane < loads) team *= 2;
   // Every row whole aligned 16-byte vectors, contiguous.
   const bool whole = per_load > 1 && reinterpret_cast<uintptr_t>(x) % 16 == 0 &&
-                     (l.in_outer * int64_t(sizeof(In))) % 16 == 0 && l.reduced % per_load == 0;
+                     l.outer_strides_multiple_of(per_load) && l.reduced % per_load == 0;
   // Teams when rows are short, or when there are rows enough for a quarter of the device's
   // threads (four loads in flight each keep the memory busy); otherwise blocks on segments
   // of rows (below).
@@ -799,12 +960,16 @@ cudaError_t run_rows(const ReduceArgs& a, const Sink& result, size_t* workspace_
       return last_launch_error();
     }
   }
-  // Whole rows of 8 to 64 vectors of floats: two loads a lane up to 16 vectors a row, four
-  // from 32 (float32 rows of 128: 8 lanes x 4 loads 5.41 / 14.55 us, 16 x 2 5.8 / 14.5; rows
-  // of 64 vectors: 16 x 4 5.45 / 14.55, 8 x 8 5.7 / 14.7).
+  // Short rows (up to kTileReduced elements) that are not whole vectors: a thread a row, its
+  // elements loaded at once (tile_kernel), not the head, vectors and tail of a general row.
+  if (l.reduced <= kTileReduced && !(kWholeRows<R> && whole && (loads == 1 || loads == 2 || loads == 4)))
+    return run_tiles<R>(a, result, workspace_bytes);
+  // Whole rows of 1 to 64 vectors of floats: a thread a row up to 2 vectors, two loads a lane up
+  // to 16 vectors a row, four from 32 (float32 rows of 128: 8 lanes x 4 loads 5.41 / 14.55 us,
+  // 16 x 2 5.8 / 14.5; rows of 64 vectors: 16 x 4 5.45 / 14.55, 8 x 8 5.7 / 14.7).
   if constexpr (kWholeRows<R>) {
-    if (whole && (loads == 8 || loads == 16 || loads == 32 || loads == 64)) {
-      const int lanes = int(loads <= 16 ? loads / 2 : loads / 4);
+    if (whole && (loads == 1 || loads == 2 || loads == 4 || loads == 8 || loads == 16 || loads == 32 || loads == 64)) {
+      const int lanes = int(loads <= 2 ? 1 : loads <= 16 ? loads / 2 : loads / 4);
       const int64_t blocks = ceil_div(l.outer, int64_t(kRowsBlock / lanes));
       if (blocks <= kMaxGridX) {
         if (workspace_bytes) {
@@ -815,6 +980,9 @@ cudaError_t run_rows(const ReduceArgs& a, const Sink& result, size_t* workspace_
           return launch_dependent(kernel, dim3(unsigned(blocks)), dim3(kRowsBlock), a, x, l, result);
         };
         switch (loads) {
+          case 1: return launch(whole_rows_kernel<R, 1, 1>);
+          case 2: return launch(whole_rows_kernel<R, 1, 2>);
+          case 4: return launch(whole_rows_kernel<R, 2, 2>);
           case 8: return launch(whole_rows_kernel<R, 4, 2>);
           case 16: return launch(whole_rows_kernel<R, 8, 2>);
           case 32: return launch(whole_rows_kernel<R, 8, 4>);
@@ -916,7 +1084,11 @@ inline ColumnsShape columns_shape(const Layout3& l, int64_t V, int threads, int 
       Y = 16;
     } else if (blocks_for(kColumnsMaxY) >= wanted) {
       Y = kColumnsMaxY;
-    } else if (blocks_for(kColumnsMaxY) >= sm_count && l.reduced >= 4 * kColumnsMaxY) {
+    } else if ((blocks_for(kColumnsMaxY) >= sm_count && l.reduced >= 4 * kColumnsMaxY) ||
+               l.reduced <= 8 * kColumnsMaxY) {
+      // (Up to 8 rows a thread: two rounds of loads cost less than a second kernel. sum(x, 0)
+      // of (128, 6144) bfloat16 was split in two, 3.7 us in CUDA graphs against torch.compile's
+      // one kernel, 1.7.)
       Y = kColumnsMaxY;
       one_pass = true;
     } else {
@@ -992,12 +1164,35 @@ cudaError_t run_columns(const ReduceArgs& a, const Sink& result, const ColumnsSh
                           dim3(kPartialsX, partial_y), a, partials, int(c.splits), l, result);
 }
 
-// auto for one (In, Mid, Op) on any layout; see the top of this file.
+// small_kernel's launch: 16-byte vectors where every result's elements are one run of whole
+// aligned vectors; the team that gives each thread about kSmallLoads loads (up to a block);
+// blocks of up to kSmallBlock threads.
 template <class R>
-cudaError_t run_reduce(const ReduceArgs& a, size_t* workspace_bytes) {
+cudaError_t run_small(const ReduceArgs& a, size_t* workspace_bytes) {
+  if (workspace_bytes) {
+    *workspace_bytes = 0;
+    return cudaSuccess;
+  }
+  const IndexedLayout& l = a.indexed;
+  constexpr int64_t kPer = 16 / int64_t(sizeof(typename R::In));
+  bool vectors = l.reduced.runs == 1 && l.reduced.in[0] == 1 && l.count % kPer == 0 &&
+                 reinterpret_cast<uintptr_t>(a.in) % 16 == 0;
+  for (int r = 0; r < l.kept.runs; ++r) vectors = vectors && l.kept.in[r] % kPer == 0;
+  const int64_t loads = vectors ? l.count / kPer : l.count;
+  int team_bits = 0;
+  while ((int64_t(1) << team_bits) < kSmallBlock && (int64_t(kSmallLoads) << team_bits) < loads) ++team_bits;
+  const int64_t threads = l.outputs << team_bits;
+  const int block = int(std::min<int64_t>(kSmallBlock, ceil_div(threads, 32) * 32));
+  return launch_dependent(small_kernel<R>, dim3(unsigned(ceil_div(threads, block))), dim3(block), a,
+                          static_cast<const typename R::In*>(a.in), l, team_bits, vectors,
+                          Sink{a.out, a.types.out, a.project, a.out2});
+}
+
+// One pass over a layout of one reduced run (combine == 1), its results into `result`.
+template <class R>
+cudaError_t run_layout(const ReduceArgs& a, const Sink& result, size_t* workspace_bytes) {
   using In = typename R::In;
   const Layout3& l = a.layout;
-  const Sink result{a.out, a.types.out, a.project, a.out2};
   // Indexed operators reduce a whole tensor as one row (segments across blocks): the vector
   // kernels' packed and grouped paths know no positions.
   if constexpr (!is_indexed_v<typename R::Op>) {
@@ -1015,12 +1210,20 @@ cudaError_t run_reduce(const ReduceArgs& a, size_t* workspace_bytes) {
     return extent == 1 || (stride * int64_t(sizeof(In))) % 16 == 0;
   };
   const bool vectors = l.in_inner == 1 && reinterpret_cast<uintptr_t>(a.in) % 16 == 0 &&
-                       aligned(l.in_outer, l.outer) && aligned(l.in_reduced, l.reduced);
+                       l.outer_strides_multiple_of(16 / int64_t(sizeof(In))) && aligned(l.in_reduced, l.reduced);
   constexpr bool kDeeper = !is_indexed_v<typename R::Op>;
+  // A short reduced dim: tiles where the columns' threads down it, or across a row's outputs,
+  // would be mostly idle, or where the result is transposed against the input (tile_kernel).
+  const auto tiles = [&](const ColumnsShape& c, int64_t V) {
+    return l.reduced <= kTileReduced && (c.Y > 2 * l.reduced || int64_t(c.X) * V > 2 * l.inner || tiles_transposed(l));
+  };
   if (!vectors) {
-    return run_columns<R, 1, 4>(a, result, columns_shape(l, 1, kColumnsBlock, a.sm_count, kDeeper), workspace_bytes);
+    const ColumnsShape one = columns_shape(l, 1, kColumnsBlock, a.sm_count, kDeeper);
+    if (tiles(one, 1)) return run_tiles<R>(a, result, workspace_bytes);
+    return run_columns<R, 1, 4>(a, result, one, workspace_bytes);
   }
   const ColumnsShape wide = columns_shape(l, kV, kColumnsBlock, a.sm_count, kDeeper);
+  if (tiles(wide, kV)) return run_tiles<R>(a, result, workspace_bytes);
   // Few outputs of a 2-byte type: 16-byte vectors give 8 outputs a thread, so few threads
   // across that 16 go down each column and a 4-level tree combines them. 8-byte vectors,
   // blocks of kNarrowBlock threads and 8 loads in flight fill the device with Y <= 8 instead.
@@ -1033,6 +1236,49 @@ cudaError_t run_reduce(const ReduceArgs& a, size_t* workspace_bytes) {
     }
   }
   return run_columns<R, kV, 4>(a, result, wide, workspace_bytes);
+}
+
+// Several reduced runs (Layout3::combine): the pass over one of them writes each output's
+// partials, [partial][output] at the front of the workspace, and column_partials_kernel combines
+// them in order into the results (launched with programmatic dependence: it waits for the pass).
+template <class R>
+cudaError_t run_combined(const ReduceArgs& a, size_t* workspace_bytes) {
+  using Acc = typename R::Acc;
+  const Layout3& l = a.layout;
+  const int64_t outputs = l.outputs();
+  const size_t partial_bytes = ceil_div(int64_t(l.combine * outputs * int64_t(sizeof(Acc))), 256) * 256;
+  ReduceArgs first = a;
+  first.layout.combine = 1;
+  if (workspace_bytes) {
+    size_t bytes = 0;
+    if (cudaError_t e = run_layout<R>(first, Sink::partials(nullptr), &bytes); e != cudaSuccess) return e;
+    *workspace_bytes = partial_bytes + bytes;
+    return cudaSuccess;
+  }
+  if (l.combine > INT32_MAX) return cudaErrorInvalidConfiguration;
+  auto* partials = static_cast<Acc*>(a.workspace);
+  first.workspace = static_cast<char*>(a.workspace) + partial_bytes;
+  if (cudaError_t e = run_layout<R>(first, Sink::partials(partials), nullptr); e != cudaSuccess) return e;
+  Layout3 results;  // output k at k: the result is contiguous
+  results.outer = outputs;
+  results.out_outer = 1;
+  unsigned partial_y = 1;
+  while (partial_y < 32 && partial_y < l.combine) partial_y *= 2;
+  return launch_dependent(column_partials_kernel<R>, dim3(unsigned(ceil_div(outputs, kPartialsX))),
+                          dim3(kPartialsX, partial_y), a, static_cast<const Acc*>(partials), int(l.combine), results,
+                          Sink{a.out, a.types.out, a.project, a.out2});
+}
+
+// auto for one (In, Mid, Op) on any layout; see the top of this file.
+template <class R>
+cudaError_t run_reduce(const ReduceArgs& a, size_t* workspace_bytes) {
+  // Small reductions in one kernel (whole contiguous ones but of indexed operators have the
+  // vector kernels').
+  if (a.indexed.usable && a.indexed.outputs * a.indexed.count <= kSmallElements && a.indexed.count <= kSmallCount &&
+      (is_indexed_v<typename R::Op> || !a.layout.is_full_contiguous()))
+    return run_small<R>(a, workspace_bytes);
+  if (a.layout.combine > 1) return run_combined<R>(a, workspace_bytes);
+  return run_layout<R>(a, Sink{a.out, a.types.out, a.project, a.out2}, workspace_bytes);
 }
 
 #define TREDUCE_INSTANTIATE_RUN_REDUCE(IN, MID, OP)                                  \

@@ -259,7 +259,7 @@ struct ExactSink {
 };
 
 __device__ __forceinline__ int64_t exact_out_offset(const Layout3& l, int64_t j) {
-  return (j / l.inner) * l.out_outer + (j % l.inner) * l.out_inner;
+  return l.outer_out(j / l.inner) + (j % l.inner) * l.out_inner;
 }
 
 // exact_normalize (exact.h) for one thread over shared memory, the running chunk in a register
@@ -370,7 +370,7 @@ __global__ void __launch_bounds__(kExactBlock) exact_partials_kernel(const T* x,
   for (int64_t j = blockIdx.y; j < results; j += gridDim.y) {
     for (int w = threadIdx.x; w < kExactStateWords; w += blockDim.x) chunks[w] = 0;
     __syncthreads();
-    const T* row = x + (j / l.inner) * l.in_outer + (j % l.inner) * l.in_inner;
+    const T* row = x + l.outer_in(j / l.inner) + (j % l.inner) * l.in_inner;
     const int64_t r0 = blockIdx.x * per_block;
     const int64_t n = min64(l.reduced, r0 + per_block) - r0;
     W win;
