@@ -9,7 +9,9 @@
 #include <ATen/ops/zeros.h>
 #include <ATen/ops/mean_cpu_dispatch.h>
 #include <ATen/ops/argmax_cpu_dispatch.h>
+#include <ATen/ops/abs.h>
 #include <ATen/ops/isnan.h>
+#include <ATen/ops/ne.h>
 #include <ATen/ops/linalg_vector_norm_cpu_dispatch.h>
 #include <ATen/ops/nanmean_compositeimplicitautograd_dispatch.h>
 #include <ATen/ops/nansum_cpu_dispatch.h>
@@ -503,7 +505,10 @@ Prepared prepare_norm(const at::Tensor& self, const at::Scalar& ord, at::Optiona
   }
   plan_layout(p, pow ? x.to(to_scalar_type(acc)).abs().pow(q) : x, dim, keepdim);
   if (!p.done && one_element) {
-    p.out.copy_((q == 0 ? x.ne(0) : x.abs()).reshape(p.out.sizes()));
+    // Into the result directly: one elementwise kernel (abs and a copy were two, and an allocation).
+    const at::Tensor v = x.reshape(p.out.sizes());
+    if (q == 0) at::ne_out(p.out, v, 0);
+    else at::abs_out(p.out, v);
     p.done = true;
   }
   return p;
