@@ -1,0 +1,127 @@
+"""Any layout, any dims: how auto folds a tensor's strides (torch_reduce.explain), and the random
+real-model-like cases of benchmarks/random_shapes.py at small sizes, every result against torch's
+(values, dtype, shape and strides) and the same bits on a second call, on the CPU and (when there
+is one) the GPU."""
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+import torch_reduce
+from util import DEVICES, fresh_generator
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+import random_shapes  # noqa: E402
+
+
+def test_contiguous_layouts_fold_as_one_view():
+    x = torch.empty(6, 5, 4)
+    assert torch_reduce.explain(x, 1) == {
+        "outer": 6, "reduced": 5, "inner": 4, "in_outer": 20, "in_reduced": 4, "in_inner": 1, "out_outer": 4,
+        "out_inner": 1, "outer_runs": [], "combine": 1, "copy": False}
+    rows = torch_reduce.explain(x, (1, 2))  # neighbours of one kind merge
+    assert (rows["outer"], rows["reduced"], rows["inner"], rows["in_reduced"]) == (6, 20, 1, 1)
+    full = torch_reduce.explain(x)
+    assert (full["outer"], full["reduced"], full["inner"], full["in_reduced"]) == (1, 120, 1, 1)
+
+
+def test_a_dense_permuted_tensor_is_read_in_memory_order():
+    x = torch.empty(6, 5, 4).permute(2, 0, 1)
+    full = torch_reduce.explain(x)  # one run of storage
+    assert (full["reduced"], full["in_reduced"], full["combine"], full["copy"]) == (120, 1, 1, False)
+    # Kept dims in another order in memory than in the result: two outer runs, each with its own
+    # output stride (the result is contiguous, as torch's).
+    plan = torch_reduce.explain(torch.empty(8, 6, 5, 4).permute(3, 1, 2, 0), 2)  # sizes (4, 6, 5, 8)
+    assert plan["copy"] is False and plan["combine"] == 1
+    assert (plan["reduced"], plan["in_reduced"], plan["inner"], plan["in_inner"], plan["out_inner"]) == (5, 4, 4, 1, 48)
+    assert plan["outer_runs"] == [[8, 120, 1], [6, 20, 8]]
+    assert plan["outer"] == 48
+
+
+def test_batch_norm_statistics_are_rows_then_a_combine():
+    # (0, 2, 3) of NCHW: two runs of reduced dims around C. Rows of H * W for every (n, c), their
+    # partials at [n][c], then each channel's N partials combined.
+    plan = torch_reduce.explain(torch.empty(64, 256, 56, 56), (0, 2, 3))
+    assert (plan["outer"], plan["reduced"], plan["inner"], plan["in_outer"], plan["out_outer"]) == (64 * 256, 3136, 1, 3136, 1)
+    assert plan["combine"] == 64 and plan["copy"] is False
+    # channels_last: N, H and W are one run of memory, C the innermost: columns, one pass.
+    cl = torch_reduce.explain(torch.empty(64, 256, 56, 56).contiguous(memory_format=torch.channels_last), (0, 2, 3))
+    assert (cl["outer"], cl["reduced"], cl["inner"], cl["in_reduced"], cl["combine"]) == (1, 64 * 3136, 256, 256, 1)
+
+
+def test_the_longest_reduced_run_is_the_pass_over_memory():
+    # (0, 2) of (4096, 77, 256): the 4096 rows are read as columns, each of the 256 positions of
+    # the inner run a partial of its own, combined afterwards (256 partials, not 4096).
+    plan = torch_reduce.explain(torch.empty(4096, 77, 256), (0, 2))
+    assert (plan["reduced"], plan["in_reduced"], plan["inner"], plan["in_inner"], plan["combine"]) == (4096, 77 * 256, 256, 1, 256)
+    # A slice's full reduction: the 1000 rows, 100 partials.
+    sliced = torch.empty(1000, 200)[:, :100]
+    plan = torch_reduce.explain(sliced)
+    assert (plan["reduced"], plan["in_reduced"], plan["inner"], plan["combine"], plan["copy"]) == (1000, 200, 100, 100, False)
+
+
+def test_expanded_dims_are_read_through_stride_zero():
+    x = torch.empty(5, 1, 7).expand(5, 3, 7)
+    plan = torch_reduce.explain(x, 1)
+    assert (plan["reduced"], plan["in_reduced"], plan["copy"]) == (3, 0, False)
+    got = torch_reduce.sum(torch.arange(35.0).reshape(5, 1, 7).expand(5, 3, 7), 1)
+    assert torch.equal(got, torch.arange(35.0).reshape(5, 7) * 3)
+
+
+def test_more_runs_than_an_outer_index_takes_are_copied():
+    # Six kept dims, each apart from the others in memory: more than kMaxOuterRuns outer runs.
+    x = torch.empty(2, 3, 2, 3, 2, 3, 5).permute(6, 5, 3, 1, 4, 2, 0)
+    plan = torch_reduce.explain(x, 0)
+    assert plan["copy"] is True
+    y = torch.randn(2, 3, 2, 3, 2, 3, 5).permute(6, 5, 3, 1, 4, 2, 0)
+    assert torch.allclose(torch_reduce.sum(y, 0), y.sum(0), atol=1e-5)
+
+
+CHUNKS = 6  # test ids: each a separate draw of cases, so parallel workers share them
+CASES_PER_CHUNK = 50
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("chunk", range(CHUNKS))
+def test_random_cases_against_torch(device, chunk):
+    gen, seed = fresh_generator(device)
+    cases = random_shapes.generate(seed, CASES_PER_CHUNK, small=True)
+    failures = []
+    for case in cases:
+        x = random_shapes.make_input(case, device, gen)
+        torch_fn, ours_fn = random_shapes.calls(case)
+        with torch.no_grad():
+            ours = ours_fn(x)
+            problem = random_shapes.check(case, x, ours, random_shapes.reference(case, x))
+            if problem is None:
+                again = ours_fn(x)
+                firsts = ours if isinstance(ours, tuple) else (ours,)
+                seconds = again if isinstance(again, tuple) else (again,)
+                same = all(torch.equal(a.reshape(-1).view(torch.uint8), b.reshape(-1).view(torch.uint8))
+                           for a, b in zip(firsts, seconds))
+                problem = None if same else "a second call gave other bits"
+        if problem:
+            failures.append(f"{case.label()}: {problem}")
+    assert not failures, f"seed {seed} (TREDUCE_TEST_SEED={seed} replays it):\n" + "\n".join(failures)
+
+
+def test_the_benchmark_runs_on_the_cpu(tmp_path):
+    """The harness end to end at small sizes: every case checked and timed against torch, the
+    summary and a line a case written."""
+    assert random_shapes.main(["--device", "cpu", "--cases", "6", "--reps", "1", "--small", "--seed", "3",
+                               "--out", str(tmp_path)]) == 0
+    result = json.loads((tmp_path / "random_shapes_seed3.json").read_text())
+    assert result["device"] == "cpu" and len(result["rows"]) == 6
+    assert all("error" not in r and r["ours_wall"] > 0 and r["torch_wall"] > 0 for r in result["rows"])
+    text = (tmp_path / "random_shapes_seed3.md").read_text()
+    assert "ours / best of (torch), 6 cases" in text
+
+
+def test_span_bytes_counts_what_a_view_spans():
+    x = torch.empty(10, 8)
+    assert random_shapes.span_bytes(x) == 320
+    assert random_shapes.span_bytes(x[:, ::2]) == (9 * 8 + 6 + 1) * 4  # the strided slice's whole span
+    assert random_shapes.span_bytes(torch.empty(5, 1).expand(5, 7)) == 20  # stride 0: one copy
