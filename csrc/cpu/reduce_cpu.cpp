@@ -558,12 +558,21 @@ void reduce_columns(const In* x, const Layout3& l, const Sink& out) {
   using L = Load<In, Mid, typename Op::value_t>;
   constexpr int64_t kWidth = std::max<int64_t>(16, 16384 / sizeof(Acc));
   constexpr int64_t kStep = 16, kSegment = kStep * kStep;
-  const int64_t width_max = std::min(kWidth, l.inner);  // of any strip
-  const int64_t strips = (l.inner + kWidth - 1) / kWidth;
   const int64_t segments = (l.reduced + kSegment - 1) / kSegment;
+  // Strips of up to kWidth outputs; narrower (down to 64) where that leaves threads idle, as long
+  // as each task keeps ~32K elements: (32, 4096) float32 over dim 0 was one strip, on one of two
+  // threads. An output is reduced the same way whatever its strip's width: the same bits.
+  int64_t strip = kWidth;
+  const int64_t wanted = std::min<int64_t>(at::get_num_threads(), l.outer * l.inner * l.reduced >> 15);
+  if (l.outer * ((l.inner + strip - 1) / strip) * segments < wanted) {
+    const int64_t strips_wanted = (wanted + l.outer * segments - 1) / (l.outer * segments);
+    strip = std::clamp<int64_t>(((l.inner + strips_wanted - 1) / strips_wanted + 63) / 64 * 64, 64, kWidth);
+  }
+  const int64_t width_max = std::min(strip, l.inner);  // of any strip
+  const int64_t strips = (l.inner + strip - 1) / strip;
   // The accumulators of segment g of strip s of outer index o, into acc[0, width).
   const auto segment = [&](int64_t o, int64_t s, int64_t g, Acc* acc) {
-    const int64_t i0 = s * kWidth, width = std::min(kWidth, l.inner - i0);
+    const int64_t i0 = s * strip, width = std::min(strip, l.inner - i0);
     const In* base = x + l.outer_in(o) + i0 * l.in_inner;
     const int64_t end = std::min(l.reduced, (g + 1) * kSegment);
     if constexpr (kSimdExtremaRows<In, Mid, Op>) {  // amax, amin, aminmax: sum_simd's columns kernel
@@ -593,18 +602,21 @@ void reduce_columns(const In* x, const Layout3& l, const Sink& out) {
     Acc low[kWidth];
     std::fill(acc, acc + width, Op::identity());
     for (int64_t r1 = g * kSegment; r1 < end; r1 += kStep) {
-      // A whole group of contiguous rows: a block of kB outputs (128 bytes of accumulators, held
-      // in registers) takes the group's 16 rows, then joins acc. The same operations in the same
-      // order as a row at a time through low[] below, so the same bits; but low[] read and
+      // A group of up to 16 contiguous rows: a block of kB outputs (128 bytes of accumulators,
+      // held in registers) takes the group's rows, then joins acc. The same operations in the
+      // same order as a row at a time through low[] below, so the same bits; but low[] read and
       // written for every element had float32 (4096, 4096) over dim 0 at 9.5 ms on one Xeon
-      // thread (torch.sum 8.9), now 4.4, and amax over it at 70 ms (torch.amax 12), now 7.2.
-      if (l.in_inner == 1 && end - r1 >= kStep) {
+      // thread (torch.sum 8.9), now 4.4, and amax over it at 70 ms (torch.amax 12), now 7.2. A
+      // group shorter than 16 rows (a short reduced dim, a segment's last rows) too: sum over
+      // dim 0 of (8, 131072) int64 took 290 us a row at a time, torch.sum 67.
+      if (l.in_inner == 1) {
         constexpr int64_t kB = 128 / sizeof(Acc) > 0 ? 128 / sizeof(Acc) : 1;
+        const int64_t rows = std::min(kStep, end - r1);
         int64_t j = 0;
         for (; j + kB <= width; j += kB) {
           Acc lo[kB];
           for (int64_t b = 0; b < kB; ++b) lo[b] = Op::identity();
-          for (int64_t k = 0; k < kStep; ++k) {
+          for (int64_t k = 0; k < rows; ++k) {
             const In* row = base + (r1 + k) * l.in_reduced + j;
             for (int64_t b = 0; b < kB; ++b) lo[b] = reduce_one<Op>(lo[b], L::apply(row[b]), r1 + k);
           }
@@ -612,12 +624,12 @@ void reduce_columns(const In* x, const Layout3& l, const Sink& out) {
         }
         for (; j < width; ++j) {
           Acc lo = Op::identity();
-          for (int64_t k = 0; k < kStep; ++k) lo = reduce_one<Op>(lo, L::apply(base[(r1 + k) * l.in_reduced + j]), r1 + k);
+          for (int64_t k = 0; k < rows; ++k) lo = reduce_one<Op>(lo, L::apply(base[(r1 + k) * l.in_reduced + j]), r1 + k);
           acc[j] = Op::combine(acc[j], lo);
         }
         continue;
       }
-      // A segment's last rows, or outputs apart in memory: a row at a time.
+      // Outputs apart in memory: a row at a time.
       std::fill(low, low + width, Op::identity());
       for (int64_t r = r1; r < std::min(end, r1 + kStep); ++r) {
         const In* row = base + r * l.in_reduced;
@@ -632,7 +644,7 @@ void reduce_columns(const In* x, const Layout3& l, const Sink& out) {
     return width;
   };
   const auto store = [&](int64_t o, int64_t s, int64_t j, const Acc& v) {
-    out.put<Op>(l.outer_out(o) + (s * kWidth + j) * l.out_inner, v);
+    out.put<Op>(l.outer_out(o) + (s * strip + j) * l.out_inner, v);
   };
   // A task reads at least ~32K elements.
   const int64_t grain = std::max<int64_t>(1, (int64_t(1) << 15) / (width_max * std::min(kSegment, l.reduced)));
@@ -642,7 +654,9 @@ void reduce_columns(const In* x, const Layout3& l, const Sink& out) {
       for (int64_t t = begin; t < end; ++t) {
         const int64_t o = t / strips, s = t % strips;
         const int64_t width = segment(o, s, 0, acc);
-        for (int64_t j = 0; j < width; ++j) store(o, s, j, acc[j]);
+        // The dtype's switch once a strip (a store at a time was most of the time of short
+        // columns: (8, 131072) float32 over dim 0, 510 us on one thread, torch.sum 79).
+        out.put_block<Op>(l.outer_out(o) + s * strip * l.out_inner, l.out_inner, acc, width);
       }
     });
     return;
@@ -661,7 +675,7 @@ void reduce_columns(const In* x, const Layout3& l, const Sink& out) {
   at::parallel_for(0, l.outer * strips * blocks, 1, [&](int64_t begin, int64_t end) {
     for (int64_t b = begin; b < end; ++b) {
       const int64_t t = b / blocks, o = t / strips, s = t % strips;
-      const int64_t width = std::min(kWidth, l.inner - s * kWidth);
+      const int64_t width = std::min(strip, l.inner - s * strip);
       const int64_t j1 = std::min(width, (b % blocks + 1) * kCombineWidth);
       const Acc* p = partial.get() + t * segments * width_max;
       for (int64_t j = b % blocks * kCombineWidth; j < j1; ++j) store(o, s, j, pairwise_combine<Op>(p + j, segments, width_max));
