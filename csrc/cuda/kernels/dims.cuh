@@ -747,7 +747,8 @@ small_kernel(const typename R::In* x, IndexedLayout l, int team_bits, bool vecto
   const bool live = k < l.outputs;
   const In* base = x + (live ? l.kept.in_offset(k) : 0);
   auto acc = Op::identity();
-  // Each group of kSmallLoads loads: at(u) the u-th's value (issued together), its position.
+  // A group of kSmallLoads elements j, j + team, ... (at(i): element i), all loaded before any
+  // is used; i is also the position that indexed operators keep.
   const auto group = [&](int64_t j, auto at) {
     In e[kSmallLoads];
 #pragma unroll
@@ -765,7 +766,7 @@ small_kernel(const typename R::In* x, IndexedLayout l, int team_bits, bool vecto
     for (int u = 0; u < kSmallLoads; ++u)
       if (j + int64_t(u) * team < l.count) element_into<R>(acc, e[u], j + int64_t(u) * team);
   };
-  if (!live) {
+  if (!live) {            // nothing to read
   } else if (vectors) {  // one run of whole aligned vectors a result
     constexpr int64_t kPer = 16 / int64_t(sizeof(In));
     const int64_t n = l.count / kPer;
@@ -811,13 +812,13 @@ small_kernel(const typename R::In* x, IndexedLayout l, int team_bits, bool vecto
 // Short reductions over many outputs (Layout3 with reduced <= kTileReduced) where the columns
 // kernel's shape would leave most threads idle or the result is transposed against the input,
 // and short rows that are not whole vectors: a thread an output, each issuing all of its loads
-// at once. A block is a tile of
-// 2^a_bits outputs along A times 256 >> a_bits along B, where A is the dim whose outputs are
-// adjacent in the result (inner, or outer when the result is transposed against the input), so
-// that the stores are whole runs; when A is not the input's contiguous dim, the tile's B rows
-// read the rest of each sector, from L1. The columns kernel put its threads down the reduced dim
-// and across a row's outputs, which here left most of them idle: var of (11008, 3, 16) over dim 1
-// ran 64 threads down a reduced dim of 3 and 4 across, 11008 blocks of 256 threads.
+// at once. A block is a tile of 2^a_bits outputs along A times 256 >> a_bits along B, where A is
+// the dim whose outputs are adjacent in the result (inner, or outer when the result is
+// transposed against the input, or rows), so that the stores are whole runs; when A is not the
+// input's contiguous dim, the tile's B rows read the rest of each sector, from L1. The columns
+// kernel put its threads down the reduced dim and across a row's outputs, which here left most
+// of them idle: var of (11008, 3, 16) over dim 1 ran 64 threads down a reduced dim of 3 and 4
+// across, 11008 blocks of 256 threads.
 inline constexpr int kTileBlock = 256;
 inline constexpr int kTileReduced = 16;
 template <class R>
