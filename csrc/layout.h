@@ -146,14 +146,19 @@ struct DimInfo {
 // Drops size-1 dims, puts the rest in memory order (largest input stride first; equal strides
 // keep their order) and merges neighbours of the same kind that are one run of memory in the
 // input (and, for kept dims, in the output). Works in place; returns the number of runs.
+// Expanded dims (stride 0) go first, outermost: innermost, a kept one made the result's
+// neighbouring outputs read one element and write far apart (nanmean of (3, 1, 80, 40) expanded
+// to 3072 over dim 0: columns of 3 down 3072 outputs of stride 0, 159 us against 14 for
+// torch.compile), and a reduced one read one element over and over as a row.
 inline int64_t fold_runs(DimInfo* dims, int64_t n) {
   int64_t kept = 0;
   for (int64_t i = 0; i < n; ++i)
     if (dims[i].size != 1) dims[kept++] = dims[i];
+  const auto order = [](int64_t stride) { return stride == 0 ? INT64_MAX : stride; };
   for (int64_t i = 1; i < kept; ++i) {  // a few dims: an insertion sort, no allocation
     const DimInfo d = dims[i];
     int64_t j = i;
-    for (; j > 0 && dims[j - 1].in_stride < d.in_stride; --j) dims[j] = dims[j - 1];
+    for (; j > 0 && order(dims[j - 1].in_stride) < order(d.in_stride); --j) dims[j] = dims[j - 1];
     dims[j] = d;
   }
   int64_t count = 0;  // the runs, written over the dims already read

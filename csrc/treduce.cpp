@@ -252,6 +252,12 @@ at::Tensor empty_result(at::IntArrayRef shape, const at::TensorOptions& options)
   return at::empty(shape, options);
 }
 
+// Whether reducing each element r times over gives the same value as once.
+constexpr bool ignores_repeats(ReduceOp op) {
+  return op == ReduceOp::Max || op == ReduceOp::Min || op == ReduceOp::AMinMax || op == ReduceOp::Any ||
+         op == ReduceOp::All || op == ReduceOp::Mean || op == ReduceOp::NanMean;
+}
+
 // The result's shape, its allocation and the layout of the input, for every op.
 void plan_layout(Prepared& p, const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim) {
   const char* name = op_name(p.op);
@@ -300,6 +306,15 @@ void plan_layout(Prepared& p, const at::Tensor& self, at::OptionalIntArrayRef di
 
   p.input = self;
   auto infos = dim_infos(self, reduced);
+  if (p.is_auto && ignores_repeats(p.op)) {
+    // An expanded reduced dim (stride 0) repeats the same elements r times, which leaves these
+    // operators' values as they are: it is not read (mean((1, 256) expanded to 49152 rows, 0)
+    // read one element 49152 times a result).
+    int64_t kept = 0;
+    for (const DimInfo& d : infos)
+      if (!(d.reduced && d.in_stride == 0)) infos[kept++] = d;
+    infos.resize(kept);
+  }
   // Any strides fold without a copy (layout.h), but for more kept runs than an outer index takes,
   // or several reduced runs where partials cannot be combined (exact, the ladder): then a
   // copy with the kept dims first and the reduced ones last, which always folds into [kept]

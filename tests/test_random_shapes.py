@@ -71,6 +71,42 @@ def test_expanded_dims_are_read_through_stride_zero():
     assert torch.equal(got, torch.arange(35.0).reshape(5, 7) * 3)
 
 
+def test_expanded_dims_are_the_outermost_runs():
+    # nanmean of (3, 1, 80, 40) expanded to 3072 over dim 0: the expanded kept dim is the outer
+    # index (its results 3200 apart), the 3200 contiguous elements the inner run; innermost, it
+    # made neighbouring results read one element and write 3200 apart.
+    plan = torch_reduce.explain(torch.empty(3, 1, 80, 40).expand(3, 3072, 80, 40), 0)
+    assert (plan["outer"], plan["in_outer"], plan["out_outer"]) == (3072, 0, 3200)
+    assert (plan["reduced"], plan["in_reduced"], plan["inner"], plan["in_inner"], plan["out_inner"]) == (3, 3200, 3200, 1, 1)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_expanded_reduced_dims_against_torch(device):
+    # Extrema, any, all and the means skip an expanded reduced dim (their value does not change
+    # with repeats); the others read it. Every op against torch, a NaN included.
+    gen, seed = fresh_generator(device)
+    base = torch.randn(5, 1, 7, generator=gen, device=device)
+    base[2, 0, 3] = float("nan")
+    for x, dim in ((base.expand(5, 6, 7), 1), (base.expand(5, 6, 7), (0, 1)), (base.expand(5, 6, 7), None),
+                   (base[:1, :, :1].expand(4, 9, 1), (0, 1)), (base[0, 0, :4].expand(3, 4), 0)):
+        for op in ("amax", "amin", "mean", "nanmean", "sum", "nansum", "var", "logsumexp"):
+            if op == "logsumexp" and dim is None:
+                continue
+            want = getattr(torch, op)(x, dim) if dim is not None else getattr(torch, op)(x)
+            got = getattr(torch_reduce, op)(x, dim) if dim is not None else getattr(torch_reduce, op)(x)
+            assert got.shape == want.shape and got.dtype == want.dtype
+            torch.testing.assert_close(got, want, equal_nan=True, msg=lambda m: f"{op} {dim} seed {seed}: {m}")
+        for op in ("any", "all"):
+            b = x > 0
+            want = getattr(torch, op)(b, dim) if dim is not None else getattr(torch, op)(b)
+            got = getattr(torch_reduce, op)(b, dim) if dim is not None else getattr(torch_reduce, op)(b)
+            assert torch.equal(got, want), (op, dim, seed)
+        if dim is None or isinstance(dim, int):
+            mn, mx = torch_reduce.aminmax(x, dim=dim)
+            tmn, tmx = torch.aminmax(x, dim=dim)
+            torch.testing.assert_close((mn, mx), (tmn, tmx), equal_nan=True, msg=lambda m: f"aminmax seed {seed}: {m}")
+
+
 def test_more_runs_than_an_outer_index_takes_are_copied():
     # Six kept dims, each apart from the others in memory: more than kMaxOuterRuns outer runs.
     x = torch.empty(2, 3, 2, 3, 2, 3, 5).permute(6, 5, 3, 1, 4, 2, 0)
