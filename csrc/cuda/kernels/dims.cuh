@@ -523,11 +523,10 @@ columns_kernel(const typename R::In* x, Layout3 l, unsigned column_blocks, int64
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   // With splits a combine kernel follows: wait, then let it launch, as row_segments_kernel
   // ((65536, 128) float32 over dim 0, graph replays: 9.4 -> 8.4 us a call, with the combine's
-  // own trigger, chain_next_call).
-  if (gridDim.y > 1) {
-    cudaGridDependencySynchronize();
-    cudaTriggerProgrammaticLaunchCompletion();
-  }
+  // own trigger, chain_next_call). Small grids launch the same way (run_columns); launched
+  // plainly, both calls return at once.
+  cudaGridDependencySynchronize();
+  cudaTriggerProgrammaticLaunchCompletion();
 #endif
   using In = typename R::In;
   using Op = typename R::Op;
@@ -720,20 +719,51 @@ columns_kernel(const typename R::In* x, Layout3 l, unsigned column_blocks, int64
 // one kernel: a team of 2^team_bits threads a result (a part of a warp, or up to the whole block),
 // each thread's kSmallLoads loads issued together (16-byte vectors where each result's elements
 // are one run of whole aligned vectors), the team combined by shuffles, then across its warps in
-// order. Indexes through the IndexedLayout (a multiply and a shift a run), so several reduced runs
-// need no second pass and no partials. Launched with programmatic dependence. A small
-// reduction's time is the launch and a few round trips to L2: the rows and columns kernels took
-// up to three round trips more (a column's rows four loads at a time) and a second kernel for
-// splits (sum((128, 17), dim=0) of bfloat16: 2.6 us in CUDA graphs, torch.compile's one kernel
-// 1.2). The three ways to the elements are separate loops: in one, each load sat behind its own
-// branches of the index arithmetic (SASS), one load issued every ~60 instructions.
+// order. Indexes through SmallIndex (a multiply and a shift a run), so several reduced runs need
+// no second pass and no partials. Launched with programmatic dependence. A small reduction's time
+// is the launch, the reads of its parameters and a round trip to L2: the rows and columns kernels
+// took up to three round trips more (a column's rows four loads at a time) and a second kernel
+// for splits (sum((128, 17), dim=0) of bfloat16: 2.6 us in CUDA graphs, torch.compile's one
+// kernel 1.2). The three ways to the elements are separate loops: in one, each load sat behind
+// its own branches of the index arithmetic (SASS), one load issued every ~60 instructions.
 inline constexpr int kSmallBlock = 256;
 inline constexpr int kSmallLoads = 8;
 inline constexpr int64_t kSmallElements = int64_t(1) << 16;
 inline constexpr int64_t kSmallCount = int64_t(kSmallBlock) * kSmallLoads * 4;  // four rounds of loads
+
+// IndexedLayout in 32 bits (the launcher checks that every offset is below 2^31), packed: each
+// launch's parameters are new to the constant cache, so each line of them the kernel reads is a
+// miss on its critical path, and a small kernel's warp issues its instructions one after another
+// (ncu: 301 instructions a warp for mean over (4, 3), torch.compile's kernel 50). A copy of the
+// kernel in CUDA graphs, H200, mean over (4, 3) bfloat16: 1.33 us a call with IndexedLayout's
+// 64-bit fields (300 bytes) and arithmetic, 1.18 with 32-bit arithmetic.
+struct SmallRun {
+  int32_t size, in;
+  uint32_t magic, shift;
+};
+struct SmallIndex {
+  int32_t outputs, count, kept_runs, reduced_runs;
+  SmallRun kept[kMaxOuterRuns], reduced[kMaxOuterRuns];
+};
+
+// The offset of index k of runs r[0, runs) (r[0] outermost), as RunIndex::in_offset.
+__device__ __forceinline__ int32_t small_offset(const SmallRun* r, int runs, int32_t k) {
+  uint32_t n = uint32_t(k);
+  int32_t offset = 0;
+#pragma unroll
+  for (int q = kMaxOuterRuns - 1; q > 0; --q) {
+    if (q < runs) {
+      const uint32_t d = (__umulhi(n, r[q].magic) + n) >> r[q].shift;
+      offset += int32_t(n - d * uint32_t(r[q].size)) * r[q].in;
+      n = d;
+    }
+  }
+  return offset + int32_t(n) * r[0].in;
+}
+
 template <class R>
 __global__ void __launch_bounds__(kSmallBlock)
-small_kernel(const typename R::In* x, IndexedLayout l, int team_bits, bool vectors, Sink out) {
+small_kernel(const typename R::In* x, SmallIndex l, int team_bits, bool vectors, Sink out) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   // As small_sum_kernel's: the next kernel may launch at once (it waits for this one's end).
   cudaTriggerProgrammaticLaunchCompletion();
@@ -741,20 +771,21 @@ small_kernel(const typename R::In* x, IndexedLayout l, int team_bits, bool vecto
 #endif
   using Op = typename R::Op;
   using In = typename R::In;
-  const int64_t k = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) >> team_bits;
-  const int team = 1 << team_bits, lane = threadIdx.x & (team - 1);
+  const int32_t k = int32_t((blockIdx.x * blockDim.x + threadIdx.x) >> team_bits);
+  const int32_t team = 1 << team_bits, lane = threadIdx.x & (team - 1);
+  const int32_t count = l.count;
   // Threads past the last result stay for the shuffles and the barrier.
   const bool live = k < l.outputs;
-  const In* base = x + (live ? l.kept.in_offset(k) : 0);
+  const In* base = x + (live ? small_offset(l.kept, l.kept_runs, k) : 0);
   auto acc = Op::identity();
   // A group of kSmallLoads elements j, j + team, ... (at(i): element i), all loaded before any
   // is used; i is also the position that indexed operators keep.
-  const auto group = [&](int64_t j, auto at) {
+  const auto group = [&](int32_t j, auto at) {
     In e[kSmallLoads];
 #pragma unroll
-    for (int u = 0; u < kSmallLoads; ++u) e[u] = j + int64_t(u) * team < l.count ? at(j + int64_t(u) * team) : In();
+    for (int u = 0; u < kSmallLoads; ++u) e[u] = j + u * team < count ? at(j + u * team) : In();
     if constexpr (kGroupLoads<R>) {
-      if (j + int64_t(kSmallLoads - 1) * team < l.count) {  // a whole group: one combine (see kGroupLoads)
+      if (j + (kSmallLoads - 1) * team < count) {  // a whole group: one combine (see kGroupLoads)
         typename R::Value t[kSmallLoads];
 #pragma unroll
         for (int u = 0; u < kSmallLoads; ++u) t[u] = R::value(e[u]);
@@ -764,36 +795,46 @@ small_kernel(const typename R::In* x, IndexedLayout l, int team_bits, bool vecto
     }
 #pragma unroll
     for (int u = 0; u < kSmallLoads; ++u)
-      if (j + int64_t(u) * team < l.count) element_into<R>(acc, e[u], j + int64_t(u) * team);
+      if (j + u * team < count) element_into<R>(acc, e[u], j + u * team);
   };
   if (!live) {            // nothing to read
-  } else if (vectors) {  // one run of whole aligned vectors a result
-    constexpr int64_t kPer = 16 / int64_t(sizeof(In));
-    const int64_t n = l.count / kPer;
-    for (int64_t v = lane; v < n; v += int64_t(team) * kSmallLoads) {
+  } else if (vectors) {  // whole aligned vectors: the innermost reduced run is a multiple of them
+    constexpr int32_t kPer = 16 / int32_t(sizeof(In));
+    const int32_t n = count / kPer;
+    // A group of kSmallLoads vectors v, v + team, ... (at(w): the address of vector w).
+    const auto vector_group = [&](int32_t v, auto at) {
       uint4 r[kSmallLoads];
       bool in_range[kSmallLoads];
 #pragma unroll
       for (int u = 0; u < kSmallLoads; ++u) {
-        in_range[u] = v + int64_t(u) * team < n;
-        r[u] = in_range[u] ? __ldg(reinterpret_cast<const uint4*>(base) + v + int64_t(u) * team) : uint4{};
+        in_range[u] = v + u * team < n;
+        r[u] = in_range[u] ? __ldg(at(v + u * team)) : uint4{};
       }
       if constexpr (kGroupLoads<R>) {
         if (in_range[kSmallLoads - 1]) {
           acc = Op::combine(acc, reduce_loads<R>(r));
-          continue;
+          return;
         }
       }
 #pragma unroll
       for (int u = 0; u < kSmallLoads; ++u)
-        if (in_range[u]) vector_into<R>(acc, r[u], (v + int64_t(u) * team) * kPer);
+        if (in_range[u]) vector_into<R>(acc, r[u], (v + u * team) * kPer);
+    };
+    const auto* vbase = reinterpret_cast<const uint4*>(base);
+    if (l.reduced_runs <= 1) {
+      for (int32_t v = lane; v < n; v += team * kSmallLoads) vector_group(v, [&](int32_t w) { return vbase + w; });
+    } else {  // the other runs through the index: (40, 256)[::2] of int16, all of it, 3.5 us a load at a time
+      for (int32_t v = lane; v < n; v += team * kSmallLoads)
+        vector_group(v, [&](int32_t w) {
+          return reinterpret_cast<const uint4*>(base + small_offset(l.reduced, l.reduced_runs, w * kPer));
+        });
     }
-  } else if (l.reduced.runs <= 1) {  // one run: a stride
-    const int64_t stride = l.reduced.in[0];
-    for (int64_t j = lane; j < l.count; j += int64_t(team) * kSmallLoads) group(j, [&](int64_t i) { return base[i * stride]; });
+  } else if (l.reduced_runs <= 1) {  // one run: a stride
+    const int32_t stride = l.reduced[0].in;
+    for (int32_t j = lane; j < count; j += team * kSmallLoads) group(j, [&](int32_t i) { return base[i * stride]; });
   } else {
-    for (int64_t j = lane; j < l.count; j += int64_t(team) * kSmallLoads)
-      group(j, [&](int64_t i) { return base[l.reduced.in_offset(i)]; });
+    for (int32_t j = lane; j < count; j += team * kSmallLoads)
+      group(j, [&](int32_t i) { return base[small_offset(l.reduced, l.reduced_runs, i)]; });
   }
   const int in_warp = team < 32 ? team : 32;
   for (int offset = in_warp / 2; offset > 0; offset >>= 1)
@@ -894,6 +935,8 @@ cudaError_t run_tiles(const ReduceArgs& a, const Sink& result, size_t* workspace
   const int64_t tiles_a = ceil_div(nA, int64_t(1) << a_bits);
   const int64_t tiles_b = std::min<int64_t>(ceil_div(nB, int64_t(kTileBlock >> a_bits)), 65535);
   if (tiles_a > kMaxGridX) return cudaErrorInvalidConfiguration;
+  // (Launched with programmatic dependence, up to two blocks a multiprocessor, it was slower:
+  // mean over dim 2 of (1024, 16, 14) bfloat16, 64 blocks, 2.29 -> 2.78 us in CUDA graphs, H200.)
   tile_kernel<R><<<dim3(unsigned(tiles_a), unsigned(tiles_b)), kTileBlock, 0, a.stream>>>(
       static_cast<const typename R::In*>(a.in), l, a_bits, a_is_outer, result);
   return last_launch_error();
@@ -930,7 +973,10 @@ cudaError_t run_rows(const ReduceArgs& a, const Sink& result, size_t* workspace_
   // Teams when rows are short, or when there are rows enough for a quarter of the device's
   // threads (four loads in flight each keep the memory busy); otherwise blocks on segments
   // of rows (below).
-  const bool teams = loads <= 4 * 32 || l.outer * team >= int64_t(a.sm_count) * 512;
+  // Rows of up to 8 loads a lane of a warp take teams too: the segments' blocks of 512 threads
+  // left most of theirs without a load, and combined 16 warps through shared memory (var_mean of
+  // (1024, 1024) float32 over dim 1, 1024 blocks: 7.8 us hot against torch.compile's 2.3).
+  const bool teams = loads <= 8 * 32 || l.outer * team >= int64_t(a.sm_count) * 512;
   // Many rows of at least two vectors a thread of a kSegmentBlock block (float32 rows of 4096
   // and longer): a block a row, as torch.compile's kernel does. A warp a row left (4096, 4096)
   // float32 with one warp of 56 registers a row, 46% of the warp slots and 76% of DRAM's peak
@@ -1139,7 +1185,8 @@ cudaError_t run_columns(const ReduceArgs& a, const Sink& result, const ColumnsSh
   // With splits, the chain of the full sums: each kernel waits for the one before it, then lets
   // the next launch (see columns_kernel).
   const auto launch = [&](auto kernel, dim3 g, unsigned column_blocks, int64_t first, int64_t last) {
-    if (c.splits > 1) return launch_dependent(kernel, g, block, a, x, l, column_blocks, first, last, c.per_split, sink);
+    if (c.splits > 1 || int64_t(g.x) <= 2 * int64_t(a.sm_count))
+      return launch_dependent(kernel, g, block, a, x, l, column_blocks, first, last, c.per_split, sink);
     kernel<<<g, block, 0, a.stream>>>(x, l, column_blocks, first, last, c.per_split, sink);
     return last_launch_error();
   };
@@ -1165,24 +1212,45 @@ cudaError_t run_columns(const ReduceArgs& a, const Sink& result, const ColumnsSh
                           dim3(kPartialsX, partial_y), a, partials, int(c.splits), l, result);
 }
 
-// small_kernel's launch: 16-byte vectors where every result's elements are one run of whole
-// aligned vectors; the team that gives each thread about kSmallLoads loads (up to a block);
+// small_kernel's indexes, or false when an offset reaches 2^31.
+inline bool small_index(const IndexedLayout& l, SmallIndex* out) {
+  SmallIndex s = {};
+  int64_t span = 0;
+  const auto pack = [&](const RunIndex& r, SmallRun* runs) {
+    for (int q = 0; q < r.runs; ++q) {
+      span += (r.size[q] - 1) * r.in[q];
+      runs[q] = {int32_t(r.size[q]), int32_t(r.in[q]), r.magic[q], r.shift[q]};
+    }
+  };
+  pack(l.kept, s.kept);
+  pack(l.reduced, s.reduced);
+  s.kept_runs = l.kept.runs, s.reduced_runs = l.reduced.runs;
+  s.outputs = int32_t(l.outputs), s.count = int32_t(l.count);
+  *out = s;
+  return span < INT32_MAX;
+}
+
+// small_kernel's launch: 16-byte vectors where every result's elements are runs of whole aligned
+// vectors; the team that gives each thread about kSmallLoads loads (up to a block);
 // blocks of up to kSmallBlock threads.
 template <class R>
-cudaError_t run_small(const ReduceArgs& a, size_t* workspace_bytes) {
+cudaError_t run_small(const ReduceArgs& a, const SmallIndex& l, size_t* workspace_bytes) {
   if (workspace_bytes) {
     *workspace_bytes = 0;
     return cudaSuccess;
   }
-  const IndexedLayout& l = a.indexed;
   constexpr int64_t kPer = 16 / int64_t(sizeof(typename R::In));
-  bool vectors = l.reduced.runs == 1 && l.reduced.in[0] == 1 && l.count % kPer == 0 &&
+  // The innermost reduced run contiguous, a multiple of kPer long, and every other run's stride
+  // a multiple of kPer: then each vector's elements are consecutive in memory and in position.
+  const SmallRun& inner = l.reduced[std::max(l.reduced_runs - 1, 0)];
+  bool vectors = l.reduced_runs >= 1 && inner.in == 1 && inner.size % kPer == 0 &&
                  reinterpret_cast<uintptr_t>(a.in) % 16 == 0;
-  for (int r = 0; r < l.kept.runs; ++r) vectors = vectors && l.kept.in[r] % kPer == 0;
+  for (int r = 0; r + 1 < l.reduced_runs; ++r) vectors = vectors && l.reduced[r].in % kPer == 0;
+  for (int r = 0; r < l.kept_runs; ++r) vectors = vectors && l.kept[r].in % kPer == 0;
   const int64_t loads = vectors ? l.count / kPer : l.count;
   int team_bits = 0;
   while ((int64_t(1) << team_bits) < kSmallBlock && (int64_t(kSmallLoads) << team_bits) < loads) ++team_bits;
-  const int64_t threads = l.outputs << team_bits;
+  const int64_t threads = int64_t(l.outputs) << team_bits;
   const int block = int(std::min<int64_t>(kSmallBlock, ceil_div(threads, 32) * 32));
   return launch_dependent(small_kernel<R>, dim3(unsigned(ceil_div(threads, block))), dim3(block), a,
                           static_cast<const typename R::In*>(a.in), l, team_bits, vectors,
@@ -1215,8 +1283,12 @@ cudaError_t run_layout(const ReduceArgs& a, const Sink& result, size_t* workspac
   constexpr bool kDeeper = !is_indexed_v<typename R::Op>;
   // A short reduced dim: tiles where the columns' threads down it, or across a row's outputs,
   // would be mostly idle, or where the result is transposed against the input (tile_kernel).
+  // Also where a columns block would have fewer than 4 elements a thread: each block's fixed
+  // cost (the combine down Y through shared memory) then outweighs its loads (2-norm over dim 2
+  // of (1024, 64, 7, 28) float16, 65536 blocks of 28 x 7 elements: 129 us, torch.compile 5.9).
   const auto tiles = [&](const ColumnsShape& c, int64_t V) {
-    return l.reduced <= kTileReduced && (c.Y > 2 * l.reduced || int64_t(c.X) * V > 2 * l.inner || tiles_transposed(l));
+    return l.reduced <= kTileReduced && (c.Y > 2 * l.reduced || int64_t(c.X) * V > 2 * l.inner || tiles_transposed(l) ||
+                                         int64_t(c.X) * V * l.reduced < 4 * kColumnsBlock);
   };
   if (!vectors) {
     const ColumnsShape one = columns_shape(l, 1, kColumnsBlock, a.sm_count, kDeeper);
@@ -1275,9 +1347,10 @@ template <class R>
 cudaError_t run_reduce(const ReduceArgs& a, size_t* workspace_bytes) {
   // Small reductions in one kernel (whole contiguous ones but of indexed operators have the
   // vector kernels').
+  SmallIndex small;
   if (a.indexed.usable && a.indexed.outputs * a.indexed.count <= kSmallElements && a.indexed.count <= kSmallCount &&
-      (is_indexed_v<typename R::Op> || !a.layout.is_full_contiguous()))
-    return run_small<R>(a, workspace_bytes);
+      (is_indexed_v<typename R::Op> || !a.layout.is_full_contiguous()) && small_index(a.indexed, &small))
+    return run_small<R>(a, small, workspace_bytes);
   if (a.layout.combine > 1) return run_combined<R>(a, workspace_bytes);
   return run_layout<R>(a, Sink{a.out, a.types.out, a.project, a.out2}, workspace_bytes);
 }
