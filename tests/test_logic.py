@@ -338,6 +338,29 @@ def test_indexed_far_ties(device, dtype):
             assert torch_reduce.argmax(x).item() == pos[3] and torch_reduce.argmin(x).item() == pos[3]
 
 
+@pytest.mark.parametrize("device", DEVICES)
+def test_positions_over_long_columns(device):
+    """max, min, argmax and argmin over dim 0 of columns longer than the CPU's 256-row segments
+    (its column extrema, then a pass for each column's first row holding them): ties in every
+    column, NaN in two segments of one, -0.0 before 0.0 in another; torch's answers."""
+    gen, seed = fresh_generator(device)
+    for dtype in (torch.float16, torch.bfloat16, torch.float32, torch.int16):
+        x = torch.randint(-3, 4, (1000, 67), generator=gen, device=device).to(dtype)
+        if dtype.is_floating_point:
+            x[700, 5] = x[300, 5] = float("nan")
+            x[:, 9] = -0.0
+            x[600, 9] = 0.0
+        ref = x.cpu()
+        for op in ARG_OPS:
+            want, got = getattr(torch, op)(ref, 0), getattr(torch_reduce, op)(x, 0)
+            what = f"{op} {dtype} seed {seed}"
+            if op in ("max", "min"):
+                _check(got.values.cpu(), want.values, what)
+                _check(got.indices.cpu(), want.indices, what)
+            else:
+                _check(got.cpu(), want, what)
+
+
 # Runs around the CPU kernels' edges: vectors of 4-16 lanes, steps of two or four vectors, the
 # padded last vector, 64K-element chunks.
 RUN_LENGTHS = (1, 2, 7, 8, 9, 15, 16, 17, 31, 33, 63, 64, 65, 127, 129, 257, 65_535, 65_537, 131_075)
