@@ -116,6 +116,50 @@ def test_more_runs_than_an_outer_index_takes_are_copied():
     assert torch.allclose(torch_reduce.sum(y, 0), y.sum(0), atol=1e-5)
 
 
+# Layouts past the small kernel's 2^16 elements whose reduced elements are one dense slab per
+# result group (rows that are not whole vectors, short or narrow columns, expanded and permuted
+# outer dims, a reduced dim of one element): on CUDA the slab kernel's, and each again from an
+# odd storage offset (no 16-byte vectors), NaN included where the op is a float one.
+Case = random_shapes.Case
+SLAB_CASES = [
+    Case("mean", [17, 1519, 7], "transpose", [2, 1], -2, "bfloat16"),
+    Case("argmax", [64, 25, 31, 7], "transpose", [1, 2], 3, "bfloat16"),
+    Case("amax", [64, 28, 128, 7], "contiguous", [], -2, "int8"),
+    Case("argmin", [49, 80, 1, 3], "expand", [2, 64], -3, "bfloat16"),
+    Case("sum", [1023, 7, 96, 1], "expand", [3, 4], -3, "int64"),
+    Case("vector_norm", [16, 64, 7, 28], "transpose", [0, 1], 2, "float16", 2.0),
+    Case("sum", [4096, 3, 128], "contiguous", [], -2, "int64"),
+    Case("argmax", [4096, 1, 128], "contiguous", [], -2, "float32"),
+    Case("max", [3000, 13, 5], "contiguous", [], 1, "float16"),
+    Case("var_mean", [8192, 5, 3], "contiguous", [], 1, "float32"),
+    Case("logsumexp", [20000, 6], "contiguous", [], 1, "float32"),
+    Case("count_nonzero", [9000, 3, 11], "contiguous", [], 1, "int16"),
+    Case("prod", [30000, 5], "contiguous", [], 1, "float32"),
+    Case("nanmean", [2000, 40, 3], "contiguous", [], 1, "bfloat16"),
+    Case("aminmax", [70000, 3], "contiguous", [], 1, "int32"),
+]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_dense_slabs_against_torch(device):
+    gen, seed = fresh_generator(device)
+    failures = []
+    for case in SLAB_CASES:
+        x = random_shapes.make_input(case, device, gen)
+        views = [x, x.narrow(0, 1, x.shape[0] - 1)]
+        if x.dtype.is_floating_point:
+            with_nan = x.clone()  # the same strides, but for an expanded x (then contiguous)
+            where = tuple(torch.randint(0, n, (5,), generator=gen, device=device) for n in x.shape)
+            with_nan[where] = float("nan")
+            views.append(with_nan)
+        _, ours_fn = random_shapes.calls(case)
+        for v in views:
+            problem = random_shapes.check(case, v, ours_fn(v), random_shapes.reference(case, v))
+            if problem:
+                failures.append(f"{case.label()} {tuple(v.shape)} offset {v.storage_offset()}: {problem}")
+    assert not failures, f"seed {seed}:\n" + "\n".join(failures)
+
+
 CHUNKS = 6  # test ids: each a separate draw of cases, so parallel workers share them
 CASES_PER_CHUNK = 50
 

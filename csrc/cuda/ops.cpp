@@ -84,7 +84,9 @@ at::Tensor run(const Prepared& p) {
   args.in = p.input.const_data_ptr();
   args.n = p.input.numel();
   args.types = p.types;
-  args.out = p.out.mutable_data_ptr();
+  // argmax and argmin: positions only (the kernels skip a null value pointer).
+  const bool positions_only = p.is_auto && (p.op == ReduceOp::ArgMax || p.op == ReduceOp::ArgMin);
+  args.out = positions_only ? nullptr : p.out.mutable_data_ptr();
   const c10::cuda::CUDAStream stream = at::cuda::getCurrentCUDAStream();
   args.stream = stream.stream();
   args.sm_count = props->multiProcessorCount;

@@ -118,7 +118,9 @@ __device__ void store_acc(const Sink& s, int64_t i, const A& v) {
     static_cast<A*>(s.ptr)[i] = v;
     return;
   }
-  store_value(s.ptr, s.dtype, i, Op::project(v, s.args));
+  // argmax and argmin keep the positions only: no values (ptr null), a quarter to a half of
+  // their bytes.
+  if (!is_indexed_v<Op> || s.ptr) store_value(s.ptr, s.dtype, i, Op::project(v, s.args));
   if constexpr (Op::kOutputs == 2) {
     if (s.second) store_value(s.second, second_dtype<Op>(s.dtype, DType::Int64), i, Op::project2(v, s.args));
   }
@@ -184,7 +186,7 @@ __device__ __forceinline__ void store_run(const Sink& s, int64_t i, const A (&v)
   P p[V];
 #pragma unroll
   for (int j = 0; j < V; ++j) p[j] = Op::project(v[j], s.args);
-  store_values_run(s.ptr, s.dtype, i, p);
+  if (!is_indexed_v<Op> || s.ptr) store_values_run(s.ptr, s.dtype, i, p);
   if constexpr (Op::kOutputs == 2) {
     if (s.second) {
       using P2 = decltype(Op::project2(v[0], s.args));  // an int64 position, or P

@@ -6,8 +6,12 @@
 //  - full reduction of a contiguous run: the vector kernel (vector.cuh);
 //  - several reduced runs (Layout3::combine): one pass over the longest run into partials, then
 //    a second kernel combines each result's partials (run_combined);
+//  - dense slabs (each outer index's [reduced][inner] elements one contiguous block of at most
+//    kSlabBytes) of short rows, short columns and columns narrower than 128 bytes: a block stages
+//    whole slabs in shared memory, then teams of lanes reduce each output from there (slab_kernel);
 //  - short reductions (up to kTileReduced elements) over many outputs where the shapes below
-//    would idle, and short rows that are not whole vectors: a thread an output (tile_kernel);
+//    would idle, and short rows that are not whole vectors, where slabs do not apply: a thread
+//    an output (tile_kernel);
 //  - rows (inner == 1): a team of 1 to 32 lanes per row, sized so each lane has four to eight
 //    16-byte loads (sums and extrema of floats over whole rows of 1 to 64 vectors: one to four,
 //    in a kernel of few registers); many long rows (two or more vectors a thread of a
@@ -885,6 +889,165 @@ tile_kernel(const typename R::In* x, Layout3 l, int a_bits, bool a_is_outer, Sin
   }
 }
 
+// Whether the result's adjacent outputs are along outer rather than inner (transposed against the
+// input): tile_kernel's lanes then go along outer.
+inline bool tiles_transposed(const Layout3& l) { return l.out_inner != 1 && l.outer > 1 && l.outer_out(1) == 1; }
+
+// Dense slabs: each outer index's elements are one contiguous [reduced][inner] block of S =
+// reduced * inner elements (rows not whole vectors, short columns, columns narrower than a few
+// sectors). A block copies G whole slabs into shared memory with coalesced loads (16-byte ones
+// where the slabs follow each other in memory), then teams of 1 to 32 lanes reduce each of the
+// G * inner outputs from there, in order. tile_kernel and columns_kernel read such layouts one
+// element of a sector per lane and per load and were latency-bound at 7-16% of DRAM's peak
+// (ncu). Hot, H200, before -> after (torch.compile): mean over dim 1 of (17, 7, 151936) bfloat16
+// transposed to rows of 7, 38 -> 21.6 us (8.4); argmax over rows of 7 of (5120, 64, 8, 7)
+// bfloat16 45.7 -> 26.7 (16.6); amax over dim 2 of (1024, 28, 128, 7) int8 57 -> 12.1 (18.5);
+// sum over dim 1 of (49152, 3, 128) int64 103 -> 55 (47); argmin over dim 1 of (49, 80, 1, 3)
+// bfloat16 expanded to 4096 on dim 2, 560 -> 112 (56). Rows of 7 still trail torch.compile's
+// kernel, which keeps a row's elements in one thread's registers without the shared memory pass.
+inline constexpr int kSlabBlock = 256;
+inline constexpr int kSlabBytes = 8192;
+
+struct SlabShape {
+  int64_t slab;     // S, elements
+  int slabs;        // G, a block's
+  int team_bits;    // lanes an output
+  bool linear;      // slab o at o * S: a block's slabs are one run of memory
+  bool vectors;     // linear, and each block's run starts and ends 16-byte aligned but the last's end
+  uint32_t slab_magic, slab_shift, inner_magic, inner_shift;  // division by S and by inner
+};
+
+// Division of n < 2^31 by d from (magic, shift) as RunIndex's.
+__device__ __forceinline__ uint32_t divide(uint32_t n, uint32_t magic, uint32_t shift) {
+  return (__umulhi(n, magic) + n) >> shift;
+}
+
+template <class R>
+__global__ void __launch_bounds__(kSlabBlock)
+slab_kernel(const typename R::In* x, Layout3 l, SlabShape s, Sink out) {
+  using Op = typename R::Op;
+  using In = typename R::In;
+  __shared__ uint4 tile4[kSlabBytes / 16];
+  __shared__ int64_t base[kSlabBlock];
+  In* tile = reinterpret_cast<In*>(tile4);
+  const int64_t o0 = int64_t(blockIdx.x) * s.slabs;
+  const int n = int(std::min<int64_t>(s.slabs, l.outer - o0));
+  const int32_t S = int32_t(s.slab), elements = n * S;
+  const int t = int(threadIdx.x);
+  if (s.linear) {
+    const In* src = x + o0 * s.slab;
+    int32_t first_tail = 0;
+    if (s.vectors) {
+      constexpr int kPer = 16 / int(sizeof(In));
+      constexpr int kVectors = kSlabBytes / 16 / kSlabBlock;
+      const int32_t vectors = elements / kPer;
+      const uint4* src4 = reinterpret_cast<const uint4*>(src);
+      uint4 r[kVectors];
+#pragma unroll
+      for (int u = 0; u < kVectors; ++u) r[u] = t + u * kSlabBlock < vectors ? __ldg(src4 + t + u * kSlabBlock) : uint4{};
+#pragma unroll
+      for (int u = 0; u < kVectors; ++u)
+        if (t + u * kSlabBlock < vectors) tile4[t + u * kSlabBlock] = r[u];
+      first_tail = vectors * kPer;
+    }
+    constexpr int kLoads = 8;
+    for (int32_t e = first_tail + t; e < elements; e += kLoads * kSlabBlock) {
+      In r[kLoads];
+#pragma unroll
+      for (int u = 0; u < kLoads; ++u) r[u] = e + u * kSlabBlock < elements ? src[e + u * kSlabBlock] : In();
+#pragma unroll
+      for (int u = 0; u < kLoads; ++u)
+        if (e + u * kSlabBlock < elements) tile[e + u * kSlabBlock] = r[u];
+    }
+  } else {
+    if (t < n) base[t] = l.outer_in(o0 + t);
+    __syncthreads();
+    constexpr int kLoads = 8;
+    for (int32_t e = t; e < elements; e += kLoads * kSlabBlock) {
+      In r[kLoads];
+#pragma unroll
+      for (int u = 0; u < kLoads; ++u) {
+        const int32_t f = e + u * kSlabBlock;
+        const uint32_t g = divide(uint32_t(f), s.slab_magic, s.slab_shift);
+        r[u] = f < elements ? x[base[g] + (f - int32_t(g) * S)] : In();
+      }
+#pragma unroll
+      for (int u = 0; u < kLoads; ++u)
+        if (e + u * kSlabBlock < elements) tile[e + u * kSlabBlock] = r[u];
+    }
+  }
+  __syncthreads();
+  const int team = 1 << s.team_bits, lane = t & (team - 1);
+  const int32_t inner = int32_t(l.inner), reduced = int32_t(l.reduced), outputs = n * inner;
+  for (int32_t q0 = 0; q0 < outputs; q0 += kSlabBlock >> s.team_bits) {
+    const int32_t q = q0 + (t >> s.team_bits);
+    const bool live = q < outputs;
+    const int32_t g = int32_t(divide(uint32_t(q), s.inner_magic, s.inner_shift)), i = q - g * inner;
+    auto acc = Op::identity();
+    if (live) {
+      const In* p = tile + g * S + i;
+      for (int32_t r = lane; r < reduced; r += team) element_into<R>(acc, p[r * inner], r);
+    }
+    for (int offset = team / 2; offset > 0; offset >>= 1) acc = Op::combine(acc, shfl_down(0xffffffffu, acc, offset, team));
+    if (live && lane == 0) store_acc<Op>(out, l.outer_out(o0 + g) + i * l.out_inner, acc);
+  }
+}
+
+// slab_kernel's shape for a layout, or false where it does not apply: the slabs dense, one of
+// them within kSlabBytes, and indexes below 2^31.
+template <class R>
+bool slab_shape(const Layout3& l, const void* in, int sm_count, SlabShape* shape) {
+  constexpr int64_t kSize = sizeof(typename R::In);
+  const bool dense = (l.inner == 1 && l.in_reduced == 1) || (l.in_inner == 1 && (l.in_reduced == l.inner || l.reduced == 1));
+  const int64_t S = l.reduced * l.inner;
+  if (!dense || l.combine != 1 || S * kSize > kSlabBytes || l.outer >= INT32_MAX) return false;
+  // Results transposed against the input: the slabs' stores would be a result apart, where
+  // tile_kernel's lanes go along outer and store whole runs.
+  if (l.inner > 1 && tiles_transposed(l)) return false;
+  SlabShape s{};
+  s.slab = S;
+  s.linear = l.outer_runs.runs <= 1 && (l.outer == 1 || l.in_outer == S);
+  int64_t G = kSlabBytes / (S * kSize);
+  if (!s.linear) G = std::min<int64_t>(G, kSlabBlock);
+  G = std::min<int64_t>(G, l.outer);
+  // 16-byte vectors: every block's run starts aligned (G * S * size a multiple of 16).
+  const int64_t bytes = S * kSize;
+  int64_t m = 16;
+  for (int64_t b = bytes; m > 1 && b % 2 == 0; b /= 2) m /= 2;  // 16 / gcd(bytes, 16)
+  if (s.linear && reinterpret_cast<uintptr_t>(in) % 16 == 0 && (G >= m || G == l.outer)) {
+    if (G < l.outer) G = G / m * m;
+    s.vectors = true;
+  }
+  s.slabs = int(G);
+  // Fewer blocks than multiprocessors: the other kernels spread such layouts wider (std over dim
+  // 1 of (128, 3, 256) bfloat16, 26 blocks of 5 slabs: 4.41 us against tiles' 3.11).
+  if (ceil_div(l.outer, G) < sm_count) return false;
+  const int64_t outputs = G * l.inner;
+  int bits = 0;
+  while (bits < 5 && (outputs << (bits + 1)) <= kSlabBlock && (int64_t(1) << bits) < l.reduced) ++bits;
+  s.team_bits = bits;
+  RunIndex div;
+  div.add(S, 0, 0);
+  div.add(l.inner, 0, 0);
+  s.slab_magic = div.magic[0], s.slab_shift = div.shift[0];
+  s.inner_magic = div.magic[1], s.inner_shift = div.shift[1];
+  *shape = s;
+  return true;
+}
+
+template <class R>
+cudaError_t run_slabs(const ReduceArgs& a, const Sink& result, const SlabShape& s, size_t* workspace_bytes) {
+  if (workspace_bytes) {
+    *workspace_bytes = 0;
+    return cudaSuccess;
+  }
+  const int64_t blocks = ceil_div(a.layout.outer, s.slabs);
+  if (blocks > kMaxGridX) return cudaErrorInvalidConfiguration;
+  slab_kernel<R><<<unsigned(blocks), kSlabBlock, 0, a.stream>>>(static_cast<const typename R::In*>(a.in), a.layout, s,
+                                                                  result);
+  return last_launch_error();
+}
+
 // Combines the splits of the column kernel: thread (x, y) of a block takes output
 // blockIdx.x * 32 + x and splits y, y + Y, ...; the Y are then combined in y order.
 template <class R>
@@ -912,9 +1075,6 @@ column_partials_kernel(const typename R::Acc* partials, int splits, Layout3 l, S
   store_acc<Op>(out, l.outer_out(k / l.inner) + (k % l.inner) * l.out_inner, v);
 }
 
-// Whether the result's adjacent outputs are along outer rather than inner (transposed against the
-// input): tile_kernel's lanes then go along outer.
-inline bool tiles_transposed(const Layout3& l) { return l.out_inner != 1 && l.outer > 1 && l.outer_out(1) == 1; }
 
 // tile_kernel's launch: A the inner dim unless the result is transposed (or rows: outer), as many
 // tiles as the outputs need (B looped past 65535 tiles).
@@ -1009,8 +1169,11 @@ cudaError_t run_rows(const ReduceArgs& a, const Sink& result, size_t* workspace_
   }
   // Short rows (up to kTileReduced elements) that are not whole vectors: a thread a row, its
   // elements loaded at once (tile_kernel), not the head, vectors and tail of a general row.
-  if (l.reduced <= kTileReduced && !(kWholeRows<R> && whole && (loads == 1 || loads == 2 || loads == 4)))
+  if (l.reduced <= kTileReduced && !(kWholeRows<R> && whole && (loads == 1 || loads == 2 || loads == 4))) {
+    SlabShape slabs;
+    if (slab_shape<R>(l, x, a.sm_count, &slabs)) return run_slabs<R>(a, result, slabs, workspace_bytes);
     return run_tiles<R>(a, result, workspace_bytes);
+  }
   // Whole rows of 1 to 64 vectors of floats: a thread a row up to 2 vectors, two loads a lane up
   // to 16 vectors a row, four from 32 (float32 rows of 128: 8 lanes x 4 loads 5.41 / 14.55 us,
   // 16 x 2 5.8 / 14.5; rows of 64 vectors: 16 x 4 5.45 / 14.55, 8 x 8 5.7 / 14.7).
@@ -1290,13 +1453,19 @@ cudaError_t run_layout(const ReduceArgs& a, const Sink& result, size_t* workspac
     return l.reduced <= kTileReduced && (c.Y > 2 * l.reduced || int64_t(c.X) * V > 2 * l.inner || tiles_transposed(l) ||
                                          int64_t(c.X) * V * l.reduced < 4 * kColumnsBlock);
   };
+  // Dense slabs: where tiles would be taken, and for columns narrower than 128 bytes, whose
+  // rows the columns kernel's threads across mostly do not reach.
+  SlabShape slabs;
+  const bool dense = slab_shape<R>(l, a.in, a.sm_count, &slabs);
+  const bool narrow = dense && l.inner * int64_t(sizeof(In)) < 128;
+  if (narrow) return run_slabs<R>(a, result, slabs, workspace_bytes);
   if (!vectors) {
     const ColumnsShape one = columns_shape(l, 1, kColumnsBlock, a.sm_count, kDeeper);
-    if (tiles(one, 1)) return run_tiles<R>(a, result, workspace_bytes);
+    if (tiles(one, 1)) return dense ? run_slabs<R>(a, result, slabs, workspace_bytes) : run_tiles<R>(a, result, workspace_bytes);
     return run_columns<R, 1, 4>(a, result, one, workspace_bytes);
   }
   const ColumnsShape wide = columns_shape(l, kV, kColumnsBlock, a.sm_count, kDeeper);
-  if (tiles(wide, kV)) return run_tiles<R>(a, result, workspace_bytes);
+  if (tiles(wide, kV)) return dense ? run_slabs<R>(a, result, slabs, workspace_bytes) : run_tiles<R>(a, result, workspace_bytes);
   // Few outputs of a 2-byte type: 16-byte vectors give 8 outputs a thread, so few threads
   // across that 16 go down each column and a 4-level tree combines them. 8-byte vectors,
   // blocks of kNarrowBlock threads and 8 loads in flight fill the device with Y <= 8 instead.
@@ -1345,6 +1514,18 @@ cudaError_t run_combined(const ReduceArgs& a, size_t* workspace_bytes) {
 // auto for one (In, Mid, Op) on any layout; see the top of this file.
 template <class R>
 cudaError_t run_reduce(const ReduceArgs& a, size_t* workspace_bytes) {
+  // argmax and argmin (positions only) over one element: every position is 0, and the result is
+  // a fresh contiguous tensor of the outputs (argmax over dim 0 of (1025, 4096, 1, 1).transpose(2,
+  // 0) float32 read every element: 62 us, torch's fill 8; the memset 9.1, H200).
+  if constexpr (is_indexed_v<typename R::Op>) {
+    if (a.out == nullptr && a.out2 != nullptr && a.layout.reduced == 1 && a.layout.combine == 1) {
+      if (workspace_bytes) {
+        *workspace_bytes = 0;
+        return cudaSuccess;
+      }
+      return cudaMemsetAsync(a.out2, 0, size_t(a.layout.outer * a.layout.inner) * sizeof(int64_t), a.stream);
+    }
+  }
   // Small reductions in one kernel (whole contiguous ones but of indexed operators have the
   // vector kernels').
   SmallIndex small;
