@@ -468,23 +468,37 @@ struct Sink {
   // 32).
   template <class Op, class A>
   void put_block(int64_t i0, int64_t step, const A* v, int64_t m) const {
-    if (Op::kOutputs == 2 || partials) {
+    if (partials) {
       for (int64_t k = 0; k < m; ++k) put<Op>(i0 + k * step, v[k]);
-    } else {
-      const ProjectArgs a = args;
-      switch (dtype) {
-#define TREDUCE_STORE_BLOCK(D)                                                                            \
-  case DType::D: {                                                                                       \
-    auto* p = static_cast<ctype_t<DType::D>*>(ptr) + i0;                                                 \
-    for (int64_t k = 0; k < m; ++k) p[k * step] = element_cast<ctype_t<DType::D>>(Op::project(v[k], a)); \
-    break;                                                                                               \
+      return;
+    }
+    const ProjectArgs a = args;
+    store_block(ptr, dtype, i0, step, m, [&](int64_t k) { return Op::project(v[k], a); });
+    if constexpr (Op::kOutputs == 2) {
+      if (second)
+        store_block(second, second_dtype<Op>(dtype, DType::Int64), i0, step, m,
+                    [&](int64_t k) { return Op::project2(v[k], a); });
+    }
   }
-        TREDUCE_DTYPES(TREDUCE_STORE_BLOCK)
+
+ private:
+  // out[i0 + k * step] = value(k) for k < m in the dtype, its switch once.
+  template <class F>
+  static void store_block(void* out, DType dtype, int64_t i0, int64_t step, int64_t m, const F& value) {
+    switch (dtype) {
+#define TREDUCE_STORE_BLOCK(D)                                                           \
+  case DType::D: {                                                                      \
+    auto* p = static_cast<ctype_t<DType::D>*>(out) + i0;                                \
+    for (int64_t k = 0; k < m; ++k) p[k * step] = element_cast<ctype_t<DType::D>>(value(k)); \
+    break;                                                                              \
+  }
+      TREDUCE_DTYPES(TREDUCE_STORE_BLOCK)
 #undef TREDUCE_STORE_BLOCK
-      }
     }
   }
 };
+
+inline constexpr int64_t kShortRow = 16;
 
 // Rows (inner == 1; a full reduction is one row): each row in chunks of kChunk on all threads,
 // then each row's chunk results combined pairwise in chunk order.
@@ -501,6 +515,31 @@ void reduce_rows(const In* x, const Layout3& l, const Sink& out) {
   };
   // Short rows: several per task, so that a task reads at least ~32K elements.
   const int64_t grain = std::max<int64_t>(1, (int64_t(1) << 15) / std::min(l.reduced, kChunk));
+  if (l.reduced <= kShortRow) {
+    // Rows of up to kShortRow elements: each row's elements into one accumulator, one after
+    // another, 64 rows a store call. chunk_reduce's 16 lanes and their tree, or sum_simd's vector
+    // kernels, set up for each row of 3 cost more than the row.
+    using L = Load<In, Mid, typename Op::value_t>;
+    at::parallel_for(0, l.outer, grain, [&](int64_t begin, int64_t end) {
+      constexpr int64_t kBlock = 64;
+      Acc acc[kBlock];
+      for (int64_t o0 = begin; o0 < end; o0 += kBlock) {
+        const int64_t m = std::min(kBlock, end - o0);
+        for (int64_t k = 0; k < m; ++k) {
+          const In* p = x + l.outer_in(o0 + k);
+          Acc a = Op::identity();
+          for (int64_t r = 0; r < l.reduced; ++r) a = reduce_one<Op>(a, L::apply(p[r * l.in_reduced]), r);
+          acc[k] = a;
+        }
+        if (l.outer_runs.runs <= 1) {
+          out.put_block<Op>(o0 * l.out_outer, l.out_outer, acc, m);
+        } else {
+          for (int64_t k = 0; k < m; ++k) out.put<Op>(l.outer_out(o0 + k), acc[k]);
+        }
+      }
+    });
+    return;
+  }
   if constexpr (kSimdRows<In, Mid, Chunk> || kSimdExtremaRows<In, Mid, Op> || kSimdNonzero<In, Mid, Chunk>) {
     // Contiguous short rows of the sums, amax, amin, aminmax, any, all and count_nonzero
     // sum_simd has: a block of rows a kernel call (rows evenly spaced: one outer run).
