@@ -515,10 +515,19 @@ void reduce_rows(const In* x, const Layout3& l, const Sink& out) {
   };
   // Short rows: several per task, so that a task reads at least ~32K elements.
   const int64_t grain = std::max<int64_t>(1, (int64_t(1) << 15) / std::min(l.reduced, kChunk));
-  if (l.reduced <= kShortRow) {
-    // Rows of up to kShortRow elements: each row's elements into one accumulator, one after
-    // another, 64 rows a store call. chunk_reduce's 16 lanes and their tree, or sum_simd's vector
-    // kernels, set up for each row of 3 cost more than the row.
+  // Whether chunk_reduce has a vector kernel for these rows (contiguous ones).
+  constexpr bool kVectorRows = kSimdSum<In, Mid, Chunk> || kSimdSumOf<In, Mid, Chunk> || kSimdProd<In, Mid, Chunk> ||
+                               kSimdNonzero<In, Mid, Chunk> || kSimdVar<In, Mid, Chunk> || kSimdExpSum<In, Mid, Chunk> ||
+                               (kSimdExtremum<In> && std::is_same_v<In, Mid> && ExtremumOf<Chunk>::kind != Extremum::None);
+  if (l.reduced <= (kVectorRows && l.in_reduced == 1 ? kShortRow : 4 * kShortRow)) {
+    // Rows of up to kShortRow elements (up to 64 without a vector kernel for them): each row's
+    // elements into one accumulator, one after another, 64 rows a store call. chunk_reduce's 16
+    // lanes and their tree, or sum_simd's vector kernels, set up for each row of 3 cost more
+    // than the row; prod over rows of 17 int64 of an expanded (4096, 8, 17), 770 -> 428 us on 2
+    // threads (torch 225-383). Rows of 17-31 with a vector kernel measured mixed one at a time
+    // (2 threads: float32 sums of rows of 28 0.54x -> 1.04x torch's speed, but float16 nansum
+    // 0.68x -> 0.24x, bfloat16 sums of rows of 24 1.23x -> 0.64x, float32 amax of rows of 20
+    // 1.32x -> 0.45x): they keep the vector kernels.
     using L = Load<In, Mid, typename Op::value_t>;
     at::parallel_for(0, l.outer, grain, [&](int64_t begin, int64_t end) {
       constexpr int64_t kBlock = 64;
