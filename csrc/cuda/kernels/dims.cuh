@@ -1453,15 +1453,12 @@ cudaError_t run_layout(const ReduceArgs& a, const Sink& result, size_t* workspac
     return l.reduced <= kTileReduced && (c.Y > 2 * l.reduced || int64_t(c.X) * V > 2 * l.inner || tiles_transposed(l) ||
                                          int64_t(c.X) * V * l.reduced < 4 * kColumnsBlock);
   };
-  // Dense slabs: for columns narrower than 128 bytes, whose rows the columns kernel's threads
-  // across mostly do not reach, and where tiles would be taken if the slabs follow each other in
-  // memory. Wider slabs apart (several outer runs) stay tiles, whose lanes already read whole
-  // runs of the inner dim: sum over dim 1 of (1023, 7, 96, 1) int64 expanded to 32 on dim 3, one
-  // 5 KiB slab a block through its index, took 102 us as slabs against 57 as tiles (H200).
+  // Dense slabs: where tiles would be taken, and for columns narrower than 128 bytes, whose
+  // rows the columns kernel's threads across mostly do not reach.
   SlabShape slabs;
-  bool dense = slab_shape<R>(l, a.in, a.sm_count, &slabs);
-  if (dense && l.inner * int64_t(sizeof(In)) < 128) return run_slabs<R>(a, result, slabs, workspace_bytes);
-  dense = dense && slabs.linear;
+  const bool dense = slab_shape<R>(l, a.in, a.sm_count, &slabs);
+  const bool narrow = dense && l.inner * int64_t(sizeof(In)) < 128;
+  if (narrow) return run_slabs<R>(a, result, slabs, workspace_bytes);
   if (!vectors) {
     const ColumnsShape one = columns_shape(l, 1, kColumnsBlock, a.sm_count, kDeeper);
     if (tiles(one, 1)) return dense ? run_slabs<R>(a, result, slabs, workspace_bytes) : run_tiles<R>(a, result, workspace_bytes);
