@@ -354,6 +354,13 @@ A reduce_one(const A& a, V v, int64_t i) {
   else return Op::reduce(a, v);
 }
 
+// Whether chunk_reduce has a vector kernel for contiguous runs of Op (the branches below).
+template <class In, class Mid, class Op>
+inline constexpr bool kVectorChunk =
+    kSimdSum<In, Mid, Op> || kSimdSumOf<In, Mid, Op> || kSimdProd<In, Mid, Op> || kSimdNonzero<In, Mid, Op> ||
+    kSimdVar<In, Mid, Op> || kSimdExpSum<In, Mid, Op> ||
+    (kSimdExtremum<In> && std::is_same_v<In, Mid> && ExtremumOf<Op>::kind != Extremum::None);
+
 template <class In, class Mid, class Op>
 typename Op::acc_t chunk_reduce(const In* x, int64_t n, int64_t stride, int64_t first = 0) {
   if constexpr (kSimdSum<In, Mid, Op> || kSimdSumOf<In, Mid, Op> || kSimdProd<In, Mid, Op>) {
@@ -515,11 +522,7 @@ void reduce_rows(const In* x, const Layout3& l, const Sink& out) {
   };
   // Short rows: several per task, so that a task reads at least ~32K elements.
   const int64_t grain = std::max<int64_t>(1, (int64_t(1) << 15) / std::min(l.reduced, kChunk));
-  // Whether chunk_reduce has a vector kernel for these rows (contiguous ones).
-  constexpr bool kVectorRows = kSimdSum<In, Mid, Chunk> || kSimdSumOf<In, Mid, Chunk> || kSimdProd<In, Mid, Chunk> ||
-                               kSimdNonzero<In, Mid, Chunk> || kSimdVar<In, Mid, Chunk> || kSimdExpSum<In, Mid, Chunk> ||
-                               (kSimdExtremum<In> && std::is_same_v<In, Mid> && ExtremumOf<Chunk>::kind != Extremum::None);
-  if (l.reduced <= (kVectorRows && l.in_reduced == 1 ? kShortRow : 4 * kShortRow)) {
+  if (l.reduced <= (kVectorChunk<In, Mid, Chunk> && l.in_reduced == 1 ? kShortRow : 4 * kShortRow)) {
     // Rows of up to kShortRow elements (up to 64 without a vector kernel for them): each row's
     // elements into one accumulator, one after another, 64 rows a store call. chunk_reduce's 16
     // lanes and their tree, or sum_simd's vector kernels, set up for each row of 3 cost more
