@@ -243,20 +243,24 @@ __device__ __forceinline__ A team_sum(A v) {
 template <class R, int kTeam>
 __global__ void __launch_bounds__(kRowsBlock, kTeamMinBlocks<R, kTeam>)
 rows_kernel(const typename R::In* x, Layout3 l, Sink out) {
+  using Op = typename R::Op;
+  const int t = threadIdx.x % kTeam;
+  constexpr int64_t kRowsPerBlock = kRowsBlock / kTeam;
+  int64_t o = blockIdx.x * kRowsPerBlock + threadIdx.x / kTeam;
+  // The first row's address before the wait, as small_kernel's indexes.
+  const typename R::In* row = x + (o < l.outer ? l.outer_in(o) : 0);
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   if constexpr (kTeam <= kDependentTeam) {
     cudaGridDependencySynchronize();
     cudaTriggerProgrammaticLaunchCompletion();
   }
 #endif
-  using Op = typename R::Op;
-  const int t = threadIdx.x % kTeam;
-  constexpr int64_t kRowsPerBlock = kRowsBlock / kTeam;
-  for (int64_t o = blockIdx.x * kRowsPerBlock + threadIdx.x / kTeam; o < l.outer;
-       o += int64_t(gridDim.x) * kRowsPerBlock) {
-    auto v = row_part<R, kTeam, kGroupRows<R>>(x + l.outer_in(o), 0, l.reduced, l.in_reduced, t);
+  while (o < l.outer) {
+    auto v = row_part<R, kTeam, kGroupRows<R>>(row, 0, l.reduced, l.in_reduced, t);
     v = team_reduce<Op, kTeam>(v);
     if (t == 0) store_acc<Op>(out, l.outer_out(o), v);
+    o += int64_t(gridDim.x) * kRowsPerBlock;
+    if (o < l.outer) row = x + l.outer_in(o);
   }
 }
 
@@ -286,16 +290,19 @@ inline constexpr bool kWholeRows = !is_indexed_v<typename R::Op> && sizeof(typen
 template <class R, int kTeam, int kLoads>
 __global__ void __launch_bounds__(kRowsBlock, 2048 / kRowsBlock)
 whole_rows_kernel(const typename R::In* x, Layout3 l, Sink out) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  cudaGridDependencySynchronize();  // as rows_kernel's short rows
-  cudaTriggerProgrammaticLaunchCompletion();
-#endif
   using Op = typename R::Op;
   constexpr int64_t kPer = 16 / int64_t(sizeof(typename R::In));
   const int t = threadIdx.x % kTeam;
   const int64_t o = int64_t(blockIdx.x) * (kRowsBlock / kTeam) + threadIdx.x / kTeam;
   if (o >= l.outer) return;  // whole teams
+  // The row's address and its result's place before the wait, as small_kernel's indexes (CUDA
+  // graphs, H200, sums over 1024 bfloat16 rows of 128: 1.05 -> 0.98 us).
   const auto* v = reinterpret_cast<const uint4*>(x + l.outer_in(o)) + t;
+  const int64_t at = l.outer_out(o);
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  cudaGridDependencySynchronize();  // as rows_kernel's short rows
+  cudaTriggerProgrammaticLaunchCompletion();
+#endif
   uint4 r[kLoads];
 #pragma unroll
   for (int u = 0; u < kLoads; ++u) r[u] = __ldg(v + u * kTeam);
@@ -332,7 +339,7 @@ whole_rows_kernel(const typename R::In* x, Layout3 l, Sink out) {
       d2 += d * d;
     });
     acc = Op::from_deviations(mean, team_sum<kTeam>(d1), team_sum<kTeam>(d2), count);
-    if (t == 0) store_acc<Op>(out, l.outer_out(o), acc);
+    if (t == 0) store_acc<Op>(out, at, acc);
     return;
   }
   if constexpr (kGroupRows<R>) {
@@ -342,7 +349,7 @@ whole_rows_kernel(const typename R::In* x, Layout3 l, Sink out) {
     for (int u = 0; u < kLoads; ++u) vector_into<R>(acc, r[u], int64_t(t + u * kTeam) * kPer);
   }
   acc = team_reduce<Op, kTeam>(acc);
-  if (t == 0) store_acc<Op>(out, l.outer_out(o), acc);
+  if (t == 0) store_acc<Op>(out, at, acc);
 }
 
 // Combines p[j * stride] for j = first, first + step, ... below `count`, in that order, kLoads
@@ -524,14 +531,6 @@ template <class R, int V, int U>
 __global__ void __launch_bounds__(kColumnsBlock, kMinBlocksOf<R>)
 columns_kernel(const typename R::In* x, Layout3 l, unsigned column_blocks, int64_t first, int64_t end,
                int64_t per_split, Sink out) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  // With splits a combine kernel follows: wait, then let it launch, as row_segments_kernel
-  // ((65536, 128) float32 over dim 0, graph replays: 9.4 -> 8.4 us a call, with the combine's
-  // own trigger, chain_next_call). Small grids launch the same way (run_columns); launched
-  // plainly, both calls return at once.
-  cudaGridDependencySynchronize();
-  cudaTriggerProgrammaticLaunchCompletion();
-#endif
   using In = typename R::In;
   using Op = typename R::Op;
   using Acc = typename R::Acc;
@@ -594,6 +593,16 @@ columns_kernel(const typename R::In* x, Layout3 l, unsigned column_blocks, int64
       pending = 0;
     }
   };
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  // With splits a combine kernel follows: wait, then let it launch, as row_segments_kernel
+  // ((65536, 128) float32 over dim 0, graph replays: 9.4 -> 8.4 us a call, with the combine's
+  // own trigger, chain_next_call). Small grids launch the same way (run_columns); launched
+  // plainly, both calls return at once. The wait comes after the indexes, as small_kernel's
+  // (hot, H200: mean over dim 1 of (96, 128, 7) float32 1.90 -> 1.81 us, of (56, 512, 40)
+  // bfloat16 2.78 -> 2.67; inf-norm over dim 0 of (224, 3, 768) bfloat16 2.63 -> 2.52).
+  cudaGridDependencySynchronize();
+  cudaTriggerProgrammaticLaunchCompletion();
+#endif
   if (i0 < end) {
     int64_t r = blockIdx.y * per_split + threadIdx.y;
     // Rows r, r + Y, ..., r + (U - 1) Y: U loads in flight, each `step` elements on.
@@ -721,19 +730,26 @@ columns_kernel(const typename R::In* x, Layout3 l, unsigned column_blocks, int64
 
 // Small reductions (up to kSmallElements elements in all, kSmallCount a result), any layout, in
 // one kernel: a team of 2^team_bits threads a result (a part of a warp, or up to the whole block),
-// each thread's kSmallLoads loads issued together (16-byte vectors where each result's elements
-// are one run of whole aligned vectors), the team combined by shuffles, then across its warps in
-// order. Indexes through SmallIndex (a multiply and a shift a run), so several reduced runs need
-// no second pass and no partials. Launched with programmatic dependence. A small reduction's time
-// is the launch, the reads of its parameters and a round trip to L2: the rows and columns kernels
-// took up to three round trips more (a column's rows four loads at a time) and a second kernel
-// for splits (sum((128, 17), dim=0) of bfloat16: 2.6 us in CUDA graphs, torch.compile's one
-// kernel 1.2). The three ways to the elements are separate loops: in one, each load sat behind
-// its own branches of the index arithmetic (SASS), one load issued every ~60 instructions.
+// each thread's loads issued together, kSmallLoads at a time (16-byte vectors where each result's
+// elements are runs of whole aligned vectors), the team combined by shuffles, then across its
+// warps in order. Indexes through SmallIndex (a multiply and a shift a run), so several reduced
+// runs need no second pass and no partials. A small reduction's time is the launch, the reads of
+// its parameters, the instructions of one warp issued one after another, and a round trip to L2:
+// the rows and columns kernels took up to three round trips more (a column's rows four loads at
+// a time) and a second kernel for splits (sum((128, 17), dim=0) of bfloat16: 2.6 us in CUDA
+// graphs, torch.compile's one kernel 1.2). The three ways to the elements are separate loops: in
+// one, each load sat behind its own branches of the index arithmetic (SASS), one load issued
+// every ~60 instructions.
 inline constexpr int kSmallBlock = 256;
 inline constexpr int kSmallLoads = 8;
 inline constexpr int64_t kSmallElements = int64_t(1) << 16;
 inline constexpr int64_t kSmallCount = int64_t(kSmallBlock) * kSmallLoads * 4;  // four rounds of loads
+// Vector loads a thread the team is sized for (single elements: kSmallLoads). A vector is 2 to 16
+// conversions and combines, longer than one more level of shuffles: in CUDA graphs, H200,
+// bfloat16 sums over rows of 128 (16 vectors), 14 rows 1.15 -> 1.03 us with teams of 8 lanes
+// instead of 2, 512 rows 1.68 -> 1.22. A single element is one combine: teams sized for 2 of
+// them were 0.03-0.12 us slower than for 8 (rows of 3, columns of 40).
+inline constexpr int kSmallVectorLoads = 2;
 
 // IndexedLayout in 32 bits (the launcher checks that every offset is below 2^31), packed: each
 // launch's parameters are new to the constant cache, so each line of them the kernel reads is a
@@ -765,29 +781,42 @@ __device__ __forceinline__ int32_t small_offset(const SmallRun* r, int runs, int
   return offset + int32_t(n) * r[0].in;
 }
 
+// Each thread's result, first element and step between loads (one reduced run) are worked out
+// from the parameters before the kernel waits for the one before it (programmatic dependence), so
+// that arithmetic overlaps the previous kernel instead of following it (ncu: ~240 instructions a
+// warp over rows of 3, one after another). In CUDA graphs, H200, bfloat16 sums: rows of 3 1.20 ->
+// 0.81 us, columns of 12 1.37 -> 0.98, 14 rows of 128 1.42 -> 1.03 (and the team above), with a
+// pointer and a step instead of an index a load, and the Sink first among the parameters (0.03-
+// 0.08 of it: its fields, read at the store, then share the constant lines read first).
 template <class R>
 __global__ void __launch_bounds__(kSmallBlock)
-small_kernel(const typename R::In* x, SmallIndex l, int team_bits, bool vectors, Sink out) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  // As small_sum_kernel's: the next kernel may launch at once (it waits for this one's end).
-  cudaTriggerProgrammaticLaunchCompletion();
-  cudaGridDependencySynchronize();
-#endif
+small_kernel(Sink out, const typename R::In* x, int team_bits, bool vectors, SmallIndex l) {
   using Op = typename R::Op;
   using In = typename R::In;
+  constexpr int32_t kPer = 16 / int32_t(sizeof(In));
   const int32_t k = int32_t((blockIdx.x * blockDim.x + threadIdx.x) >> team_bits);
   const int32_t team = 1 << team_bits, lane = threadIdx.x & (team - 1);
   const int32_t count = l.count;
   // Threads past the last result stay for the shuffles and the barrier.
   const bool live = k < l.outputs;
   const In* base = x + (live ? small_offset(l.kept, l.kept_runs, k) : 0);
+  // One reduced run (or none: one element a result): the thread's first element and the step
+  // between its loads, in elements.
+  const int32_t unit = vectors ? kPer : l.reduced[0].in;
+  const In* first = base + lane * unit;
+  const int32_t step = team * unit;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  // As small_sum_kernel's: the next kernel may launch at once (it waits for this one's end).
+  cudaTriggerProgrammaticLaunchCompletion();
+  cudaGridDependencySynchronize();
+#endif
   auto acc = Op::identity();
-  // A group of kSmallLoads elements j, j + team, ... (at(i): element i), all loaded before any
-  // is used; i is also the position that indexed operators keep.
+  // A group of kSmallLoads elements j, j + team, ... (at(u, i): the group's element u, i = j + u *
+  // team), all loaded before any is used; i is also the position indexed operators keep.
   const auto group = [&](int32_t j, auto at) {
     In e[kSmallLoads];
 #pragma unroll
-    for (int u = 0; u < kSmallLoads; ++u) e[u] = j + u * team < count ? at(j + u * team) : In();
+    for (int u = 0; u < kSmallLoads; ++u) e[u] = j + u * team < count ? at(u, j + u * team) : In();
     if constexpr (kGroupLoads<R>) {
       if (j + (kSmallLoads - 1) * team < count) {  // a whole group: one combine (see kGroupLoads)
         typename R::Value t[kSmallLoads];
@@ -801,44 +830,46 @@ small_kernel(const typename R::In* x, SmallIndex l, int team_bits, bool vectors,
     for (int u = 0; u < kSmallLoads; ++u)
       if (j + u * team < count) element_into<R>(acc, e[u], j + u * team);
   };
+  // The same for the vectors v, v + team, ... below n (at(u, w): the address of vector w, the
+  // group's u).
+  const auto vector_group = [&](int32_t v, int32_t n, auto at) {
+    uint4 r[kSmallLoads];
+    bool in_range[kSmallLoads];
+#pragma unroll
+    for (int u = 0; u < kSmallLoads; ++u) {
+      in_range[u] = v + u * team < n;
+      r[u] = in_range[u] ? __ldg(at(u, v + u * team)) : uint4{};
+    }
+    if constexpr (kGroupLoads<R>) {
+      if (in_range[kSmallLoads - 1]) {
+        acc = Op::combine(acc, reduce_loads<R>(r));
+        return;
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < kSmallLoads; ++u)
+      if (in_range[u]) vector_into<R>(acc, r[u], (v + u * team) * kPer);
+  };
   if (!live) {            // nothing to read
   } else if (vectors) {  // whole aligned vectors: the innermost reduced run is a multiple of them
-    constexpr int32_t kPer = 16 / int32_t(sizeof(In));
     const int32_t n = count / kPer;
-    // A group of kSmallLoads vectors v, v + team, ... (at(w): the address of vector w).
-    const auto vector_group = [&](int32_t v, auto at) {
-      uint4 r[kSmallLoads];
-      bool in_range[kSmallLoads];
-#pragma unroll
-      for (int u = 0; u < kSmallLoads; ++u) {
-        in_range[u] = v + u * team < n;
-        r[u] = in_range[u] ? __ldg(at(v + u * team)) : uint4{};
-      }
-      if constexpr (kGroupLoads<R>) {
-        if (in_range[kSmallLoads - 1]) {
-          acc = Op::combine(acc, reduce_loads<R>(r));
-          return;
-        }
-      }
-#pragma unroll
-      for (int u = 0; u < kSmallLoads; ++u)
-        if (in_range[u]) vector_into<R>(acc, r[u], (v + u * team) * kPer);
-    };
-    const auto* vbase = reinterpret_cast<const uint4*>(base);
     if (l.reduced_runs <= 1) {
-      for (int32_t v = lane; v < n; v += team * kSmallLoads) vector_group(v, [&](int32_t w) { return vbase + w; });
+      const In* p = first;
+      for (int32_t v = lane; v < n; v += team * kSmallLoads, p += step * kSmallLoads)
+        vector_group(v, n, [&](int u, int32_t) { return reinterpret_cast<const uint4*>(p + u * step); });
     } else {  // the other runs through the index: (40, 256)[::2] of int16, all of it, 3.5 us a load at a time
       for (int32_t v = lane; v < n; v += team * kSmallLoads)
-        vector_group(v, [&](int32_t w) {
+        vector_group(v, n, [&](int, int32_t w) {
           return reinterpret_cast<const uint4*>(base + small_offset(l.reduced, l.reduced_runs, w * kPer));
         });
     }
   } else if (l.reduced_runs <= 1) {  // one run: a stride
-    const int32_t stride = l.reduced[0].in;
-    for (int32_t j = lane; j < count; j += team * kSmallLoads) group(j, [&](int32_t i) { return base[i * stride]; });
+    const In* p = first;
+    for (int32_t j = lane; j < count; j += team * kSmallLoads, p += step * kSmallLoads)
+      group(j, [&](int u, int32_t) { return p[u * step]; });
   } else {
     for (int32_t j = lane; j < count; j += team * kSmallLoads)
-      group(j, [&](int32_t i) { return base[small_offset(l.reduced, l.reduced_runs, i)]; });
+      group(j, [&](int, int32_t i) { return base[small_offset(l.reduced, l.reduced_runs, i)]; });
   }
   const int in_warp = team < 32 ? team : 32;
   for (int offset = in_warp / 2; offset > 0; offset >>= 1)
@@ -1394,7 +1425,8 @@ inline bool small_index(const IndexedLayout& l, SmallIndex* out) {
 }
 
 // small_kernel's launch: 16-byte vectors where every result's elements are runs of whole aligned
-// vectors; the team that gives each thread about kSmallLoads loads (up to a block);
+// vectors; the team that gives each thread about kSmallLoads elements or kSmallVectorLoads
+// vectors (up to a block);
 // blocks of up to kSmallBlock threads.
 template <class R>
 cudaError_t run_small(const ReduceArgs& a, const SmallIndex& l, size_t* workspace_bytes) {
@@ -1411,13 +1443,18 @@ cudaError_t run_small(const ReduceArgs& a, const SmallIndex& l, size_t* workspac
   for (int r = 0; r + 1 < l.reduced_runs; ++r) vectors = vectors && l.reduced[r].in % kPer == 0;
   for (int r = 0; r < l.kept_runs; ++r) vectors = vectors && l.kept[r].in % kPer == 0;
   const int64_t loads = vectors ? l.count / kPer : l.count;
+  // Teams past a warp combine through shared memory and a barrier: those only for kSmallLoads
+  // loads a thread (bfloat16 rows of 1024, 8 rows: 1.69 -> 1.84 us with 64 lanes of 2 vectors).
+  const auto more_lanes = [&](int bits) {
+    return (int64_t(vectors && bits < 5 ? kSmallVectorLoads : kSmallLoads) << bits) < loads;
+  };
   int team_bits = 0;
-  while ((int64_t(1) << team_bits) < kSmallBlock && (int64_t(kSmallLoads) << team_bits) < loads) ++team_bits;
+  while ((int64_t(1) << team_bits) < kSmallBlock && more_lanes(team_bits)) ++team_bits;
   const int64_t threads = int64_t(l.outputs) << team_bits;
   const int block = int(std::min<int64_t>(kSmallBlock, ceil_div(threads, 32) * 32));
   return launch_dependent(small_kernel<R>, dim3(unsigned(ceil_div(threads, block))), dim3(block), a,
-                          static_cast<const typename R::In*>(a.in), l, team_bits, vectors,
-                          Sink{a.out, a.types.out, a.project, a.out2});
+                          Sink{a.out, a.types.out, a.project, a.out2}, static_cast<const typename R::In*>(a.in),
+                          team_bits, vectors, l);
 }
 
 // One pass over a layout of one reduced run (combine == 1), its results into `result`.
