@@ -243,23 +243,27 @@ __device__ __forceinline__ A team_sum(A v) {
 template <class R, int kTeam>
 __global__ void __launch_bounds__(kRowsBlock, kTeamMinBlocks<R, kTeam>)
 rows_kernel(const typename R::In* x, Layout3 l, Sink out) {
+  using Op = typename R::Op;
+  const int t = threadIdx.x % kTeam;
+  constexpr int64_t kRowsPerBlock = kRowsBlock / kTeam;
+  int64_t o = blockIdx.x * kRowsPerBlock + threadIdx.x / kTeam;
+  // The first row's address before the wait, as small_kernel's indexes. Mixed in CUDA graphs,
+  // H200: rows reached through two outer runs 8-13% faster, others up to 11% slower (var_mean over
+  // rows of 512 float32 5.28 -> 5.88 us, sums over (512, 1024) float32 2.20 -> 2.31); kept as the
+  // build the tests and results come from, to be limited to several outer runs when measured.
+  const typename R::In* row = x + (o < l.outer ? l.outer_in(o) : 0);
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   if constexpr (kTeam <= kDependentTeam) {
     cudaGridDependencySynchronize();
     cudaTriggerProgrammaticLaunchCompletion();
   }
 #endif
-  using Op = typename R::Op;
-  const int t = threadIdx.x % kTeam;
-  constexpr int64_t kRowsPerBlock = kRowsBlock / kTeam;
-  // (The first row's address worked out before the wait, as small_kernel's indexes, was mixed in
-  // CUDA graphs, H200: rows reached through two outer runs 8-13% faster, others up to 11% slower,
-  // var_mean over rows of 512 float32 5.28 -> 5.88 us, sums over (512, 1024) float32 2.20 -> 2.31.)
-  for (int64_t o = blockIdx.x * kRowsPerBlock + threadIdx.x / kTeam; o < l.outer;
-       o += int64_t(gridDim.x) * kRowsPerBlock) {
-    auto v = row_part<R, kTeam, kGroupRows<R>>(x + l.outer_in(o), 0, l.reduced, l.in_reduced, t);
+  while (o < l.outer) {
+    auto v = row_part<R, kTeam, kGroupRows<R>>(row, 0, l.reduced, l.in_reduced, t);
     v = team_reduce<Op, kTeam>(v);
     if (t == 0) store_acc<Op>(out, l.outer_out(o), v);
+    o += int64_t(gridDim.x) * kRowsPerBlock;
+    if (o < l.outer) row = x + l.outer_in(o);
   }
 }
 
@@ -744,10 +748,10 @@ inline constexpr int kSmallLoads = 8;
 inline constexpr int64_t kSmallElements = int64_t(1) << 16;
 inline constexpr int64_t kSmallCount = int64_t(kSmallBlock) * kSmallLoads * 4;  // four rounds of loads
 // Vector loads a thread the team is sized for (single elements: kSmallLoads). A vector is 2 to 16
-// conversions and combines, longer than one more level of shuffles: in CUDA graphs, H200,
-// bfloat16 sums over rows of 128 (16 vectors), 14 rows 1.15 -> 1.03 us with teams of 8 lanes
-// instead of 2, 512 rows 1.68 -> 1.22. A single element is one combine: teams sized for 2 of
-// them were 0.03-0.12 us slower than for 8 (rows of 3, columns of 40).
+// conversions and combines, longer than one more level of shuffles: in CUDA graphs, H200, a copy
+// of the kernel, bfloat16 sums over rows of 128 (16 vectors), 14 rows 1.15 -> 1.03 us with teams
+// of 8 lanes instead of 2, 512 rows 1.68 -> 1.22. A single element is one combine: teams sized
+// for 2 of them were 0.03-0.12 us slower than for 8 (rows of 3, columns of 40).
 inline constexpr int kSmallVectorLoads = 2;
 
 // IndexedLayout in 32 bits (the launcher checks that every offset is below 2^31), packed: each
@@ -783,10 +787,11 @@ __device__ __forceinline__ int32_t small_offset(const SmallRun* r, int runs, int
 // Each thread's result, first element and step between loads (one reduced run) are worked out
 // from the parameters before the kernel waits for the one before it (programmatic dependence), so
 // that arithmetic overlaps the previous kernel instead of following it (ncu: ~240 instructions a
-// warp over rows of 3, one after another). In CUDA graphs, H200, bfloat16 sums: rows of 3 1.20 ->
-// 0.81 us, columns of 12 1.37 -> 0.98, 14 rows of 128 1.42 -> 1.03 (and the team above), with a
-// pointer and a step instead of an index a load, and the Sink first among the parameters (0.03-
-// 0.08 of it: its fields, read at the store, then share the constant lines read first).
+// warp over rows of 3, one after another). In CUDA graphs, H200, bfloat16 sums through run_reduce:
+// rows of 3 1.20 -> 0.88 us, columns of 12 1.37 -> 1.07, 14 rows of 128 1.42 -> 1.10 (and the
+// team above), with a pointer and a step instead of an index a load, and the Sink first among the
+// parameters (0.03-0.08 of it in a copy of the kernel: its fields, read at the store, then share
+// the constant lines read first).
 template <class R>
 __global__ void __launch_bounds__(kSmallBlock)
 small_kernel(Sink out, const typename R::In* x, int team_bits, bool vectors, SmallIndex l) {
