@@ -259,4 +259,30 @@ inline bool fold_layout(DimInfo* dims, int64_t n, Layout3* out, bool allow_combi
   return true;
 }
 
+// Rows (inner == 1) reached through several outer runs whose result-contiguous run (out stride
+// 1) is not the fastest digit in memory: the same reduction with that run as the inner one, so
+// that a kernel going along inner writes neighbouring results (amax over rows of 8 of (77, 14336,
+// 8) uint8 transposed to (14336, 77, 8): neighbouring rows in memory are results 77 apart). False
+// where there is no such run.
+inline bool rows_in_result_order(const Layout3& l, Layout3* out) {
+  const RunIndex& r = l.outer_runs;
+  if (l.inner != 1 || l.combine != 1 || r.runs < 2 || r.out[r.runs - 1] == 1) return false;
+  int k = -1;
+  for (int q = 0; q < r.runs; ++q)
+    if (r.out[q] == 1 && r.size[q] > 1) k = q;
+  if (k < 0) return false;
+  Layout3 t = l;
+  t.inner = r.size[k], t.in_inner = r.in[k], t.out_inner = 1;
+  t.outer_runs = RunIndex{};
+  for (int q = 0; q < r.runs; ++q)
+    if (q != k) t.outer_runs.add(r.size[q], r.in[q], r.out[q]);
+  t.outer = t.outer_runs.count();
+  if (t.outer_runs.runs == 1) {
+    t.in_outer = t.outer_runs.in[0], t.out_outer = t.outer_runs.out[0];
+    t.outer_runs = RunIndex{};
+  }
+  *out = t;
+  return true;
+}
+
 }  // namespace treduce

@@ -141,7 +141,33 @@ SLAB_CASES = [
     Case("sum", [4097, 56], "transpose", [0, 1], 1, "float32"),
     Case("nansum", [2000, 13], "contiguous", [], 0, "float64"),
     Case("var", [3000, 3], "contiguous", [], 0, "float32"),
+    # Rows that are one aligned word (4, 8 or 16 bytes): on CUDA a load a row.
+    Case("amax", [77, 1433, 8], "transpose", [1, 0], -1, "uint8"),
+    Case("sum", [1024, 67, 8], "transpose", [0, 1], 2, "bfloat16"),
+    Case("sum", [14336, 8], "contiguous", [], 1, "int16"),
+    Case("argmax", [20000, 4], "contiguous", [], 1, "uint8"),
+    Case("sum", [30000, 2], "contiguous", [], 1, "int64"),
+    Case("var", [20000, 2], "contiguous", [], 1, "float32"),
+    Case("any", [9000, 16], "contiguous", [], 1, "int8"),
+    # Short rows whose neighbours in memory are results apart (tiles in the result's order).
+    Case("argmin", [224, 1, 12], "expand", [1, 196], -1, "int64"),
+    Case("sum", [6, 50, 80, 4], "permute", [2, 1, 0, 3], -1, "float32"),
+    Case("var_mean", [96, 700, 5], "transpose", [0, 1], -1, "bfloat16"),
 ]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_word_rows_from_misaligned_storage(device):
+    # Rows of 8 elements starting one element past an aligned address: no row is a whole aligned
+    # word, so the kernels load element by element.
+    gen, seed = fresh_generator(device)
+    for dtype in (torch.uint8, torch.int16, torch.bfloat16):
+        base = torch.randint(0, 100, (20000 * 8 + 1,), generator=gen, device=device).to(dtype)
+        x = base[1:].view(20000, 8)
+        assert torch.equal(torch_reduce.amax(x, 1), x.amax(1)), (dtype, seed)
+        assert torch.equal(torch_reduce.argmax(x, 1), x.argmax(1)), (dtype, seed)
+        if dtype != torch.bfloat16:  # integer sums: exact
+            assert torch.equal(torch_reduce.sum(x, 1), x.sum(1)), (dtype, seed)
 
 
 @pytest.mark.parametrize("device", DEVICES)

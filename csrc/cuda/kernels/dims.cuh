@@ -901,9 +901,21 @@ small_kernel(Sink out, const typename R::In* x, int team_bits, bool vectors, Sma
 // across, 11008 blocks of 256 threads.
 inline constexpr int kTileBlock = 256;
 inline constexpr int kTileReduced = 16;
+
+// An output's elements as one aligned word of W (its reduced run contiguous, W bytes long).
+template <class W, class In>
+__device__ __forceinline__ void load_word(const In* p, In (&e)[kTileReduced]) {
+  const W w = __ldg(reinterpret_cast<const W*>(p));
+  constexpr int n = int(sizeof(W) / sizeof(In)) < kTileReduced ? int(sizeof(W) / sizeof(In)) : kTileReduced;
+#pragma unroll
+  for (int r = 0; r < n; ++r) memcpy(&e[r], reinterpret_cast<const char*>(&w) + r * sizeof(In), sizeof(In));
+}
+
+// `word`: 4, 8 or 16 where each output's reduced run is one aligned word of that many bytes
+// (rows of 8 uint8, of 8 bfloat16, of 4 float32), loaded at once; 0, an element a load.
 template <class R>
 __global__ void __launch_bounds__(kTileBlock)
-tile_kernel(const typename R::In* x, Layout3 l, int a_bits, bool a_is_outer, Sink out) {
+tile_kernel(const typename R::In* x, Layout3 l, int a_bits, bool a_is_outer, int word, Sink out) {
   using Op = typename R::Op;
   using In = typename R::In;
   const int64_t nA = a_is_outer ? l.outer : l.inner, nB = a_is_outer ? l.inner : l.outer;
@@ -927,8 +939,16 @@ tile_kernel(const typename R::In* x, Layout3 l, int a_bits, bool a_is_outer, Sin
   for (bool next = false; b < nB; b += int64_t(gridDim.y) * (kTileBlock >> a_bits), next = true) {
     if (next) first(p, at);
     In e[kTileReduced];  // every load issued before any is used
+    if (word == 16) {
+      load_word<uint4>(p, e);
+    } else if (word == 8) {
+      load_word<uint2>(p, e);
+    } else if (word == 4) {
+      load_word<unsigned>(p, e);
+    } else {
 #pragma unroll
-    for (int r = 0; r < kTileReduced; ++r) e[r] = r < l.reduced ? p[r * l.in_reduced] : In();
+      for (int r = 0; r < kTileReduced; ++r) e[r] = r < l.reduced ? p[r * l.in_reduced] : In();
+    }
     auto acc = Op::identity();
 #pragma unroll
     for (int r = 0; r < kTileReduced; ++r)
@@ -982,6 +1002,12 @@ slab_kernel(const typename R::In* x, Layout3 l, SlabShape s, Sink out) {
   const int n = int(std::min<int64_t>(s.slabs, l.outer - o0));
   const int32_t S = int32_t(s.slab), elements = n * S;
   const int t = int(threadIdx.x);
+  // The slabs' places before the wait (programmatic dependence, as tile_kernel).
+  if (!s.linear && t < n) base[t] = l.outer_in(o0 + t);
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  cudaGridDependencySynchronize();
+  cudaTriggerProgrammaticLaunchCompletion();
+#endif
   if (s.linear) {
     const In* src = x + o0 * s.slab;
     int32_t first_tail = 0;
@@ -1008,7 +1034,6 @@ slab_kernel(const typename R::In* x, Layout3 l, SlabShape s, Sink out) {
         if (e + u * kSlabBlock < elements) tile[e + u * kSlabBlock] = r[u];
     }
   } else {
-    if (t < n) base[t] = l.outer_in(o0 + t);
     __syncthreads();
     constexpr int kLoads = 8;
     for (int32_t e = t; e < elements; e += kLoads * kSlabBlock) {
@@ -1091,9 +1116,8 @@ cudaError_t run_slabs(const ReduceArgs& a, const Sink& result, const SlabShape& 
   }
   const int64_t blocks = ceil_div(a.layout.outer, s.slabs);
   if (blocks > kMaxGridX) return cudaErrorInvalidConfiguration;
-  slab_kernel<R><<<unsigned(blocks), kSlabBlock, 0, a.stream>>>(static_cast<const typename R::In*>(a.in), a.layout, s,
-                                                                  result);
-  return last_launch_error();
+  return launch_dependent(slab_kernel<R>, dim3(unsigned(blocks)), dim3(kSlabBlock), a,
+                          static_cast<const typename R::In*>(a.in), a.layout, s, result);
 }
 
 // Combines the splits of the column kernel: thread (x, y) of a block takes output
@@ -1124,15 +1148,29 @@ column_partials_kernel(const typename R::Acc* partials, int splits, Layout3 l, S
 }
 
 
-// tile_kernel's launch: A the inner dim unless the result is transposed (or rows: outer), as many
-// tiles as the outputs need (B looped past 65535 tiles).
+// The bytes of an output's reduced run that tile_kernel loads as one word: 4, 8 or 16 where every
+// such run is contiguous, that long and aligned to it; else 0.
 template <class R>
-cudaError_t run_tiles(const ReduceArgs& a, const Sink& result, size_t* workspace_bytes) {
+int tile_word(const Layout3& l, const void* in) {
+  const int64_t bytes = l.reduced * int64_t(sizeof(typename R::In));
+  if (l.in_reduced != 1 || (bytes != 4 && bytes != 8 && bytes != 16)) return 0;
+  if (reinterpret_cast<uintptr_t>(in) % bytes != 0 || !l.outer_strides_multiple_of(l.reduced) ||
+      (l.inner > 1 && l.in_inner % l.reduced != 0))
+    return 0;
+  return int(bytes);
+}
+
+// tile_kernel's launch: A the inner dim unless the result is transposed (or rows: outer), as many
+// tiles as the outputs need (B looped past 65535 tiles). `words` false: element loads only (for
+// measuring the two against each other).
+template <class R>
+cudaError_t run_tiles(const ReduceArgs& a, const Sink& result, size_t* workspace_bytes, bool words = true) {
   if (workspace_bytes) {
     *workspace_bytes = 0;
     return cudaSuccess;
   }
   const Layout3& l = a.layout;
+  const int word = words ? tile_word<R>(l, a.in) : 0;
   const bool a_is_outer = l.inner == 1 || tiles_transposed(l);
   const int64_t nA = a_is_outer ? l.outer : l.inner, nB = a_is_outer ? l.inner : l.outer;
   // 32 x 8 tiles; fewer than 8 outputs along B (rows: one) give A the rest of the block.
@@ -1149,7 +1187,7 @@ cudaError_t run_tiles(const ReduceArgs& a, const Sink& result, size_t* workspace
   // 2.23 -> 1.51). Waiting before the indexes it had been slower (mean over dim 2 of (1024, 16, 14)
   // bfloat16, 64 blocks: 2.29 -> 2.78 us).
   return launch_dependent(tile_kernel<R>, dim3(unsigned(tiles_a), unsigned(tiles_b)), dim3(kTileBlock), a,
-                          static_cast<const typename R::In*>(a.in), l, a_bits, a_is_outer, result);
+                          static_cast<const typename R::In*>(a.in), l, a_bits, a_is_outer, word, result);
 }
 
 template <class R>
@@ -1217,11 +1255,23 @@ cudaError_t run_rows(const ReduceArgs& a, const Sink& result, size_t* workspace_
       return last_launch_error();
     }
   }
-  // Short rows (up to kTileReduced elements) that are not whole vectors: a thread a row, its
-  // elements loaded at once (tile_kernel), not the head, vectors and tail of a general row.
+  // Short rows (up to kTileReduced elements) whose neighbours in memory are results apart: tiles
+  // along the result's order (layout.h's rows_in_result_order), a thread a row.
+  Layout3 by_result;
+  if (l.reduced <= kTileReduced && rows_in_result_order(l, &by_result)) {
+    ReduceArgs t = a;
+    t.layout = by_result;
+    return run_tiles<R>(t, result, workspace_bytes);
+  }
+  // Other short rows that are not whole vectors: a thread a row, its elements loaded at once
+  // (tile_kernel), not the head, vectors and tail of a general row; or the dense slabs' blocks.
+  // Dense slabs where their blocks' loads are one run of memory; else tiles, a word a row where
+  // rows are aligned words (H200, us: amax over rows of 8 uint8 of (2^20, 8) slabs 6.7, tiles of
+  // words 12.7; through two outer runs, (14336, 77, 8), slabs 19.1, tiles of words 14.9).
   if (l.reduced <= kTileReduced && !(kWholeRows<R> && whole && (loads == 1 || loads == 2 || loads == 4))) {
     SlabShape slabs;
-    if (slab_shape<R>(l, x, a.sm_count, &slabs)) return run_slabs<R>(a, result, slabs, workspace_bytes);
+    if (slab_shape<R>(l, x, a.sm_count, &slabs) && (slabs.linear || tile_word<R>(l, x) == 0))
+      return run_slabs<R>(a, result, slabs, workspace_bytes);
     return run_tiles<R>(a, result, workspace_bytes);
   }
   // Whole rows of 1 to 64 vectors of floats: a thread a row up to 2 vectors, two loads a lane up
