@@ -153,6 +153,11 @@ SLAB_CASES = [
     Case("argmin", [224, 1, 12], "expand", [1, 196], -1, "int64"),
     Case("sum", [6, 50, 80, 4], "permute", [2, 1, 0, 3], -1, "float32"),
     Case("var_mean", [96, 700, 5], "transpose", [0, 1], -1, "bfloat16"),
+    # Short reductions whose result is transposed against the input (tiles through shared memory).
+    Case("var_mean", [196, 1, 4915], "transpose", [0, 2], 1, "float32"),
+    Case("argmin", [8, 103, 40, 96], "transpose", [2, 3], 0, "int32"),
+    Case("amax", [12, 77, 512], "transpose", [2, 0], -1, "float16"),
+    Case("mean", [2, 1024, 16, 28], "channels_last", [], -2, "bfloat16"),
 ]
 
 
