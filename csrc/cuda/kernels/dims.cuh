@@ -1210,25 +1210,21 @@ int tile_word(const Layout3& l, const void* in) {
 }
 
 // tile_kernel's launch: A the inner dim unless the result is transposed (or rows: outer), as many
-// tiles as the outputs need (B looped past 65535 tiles). `words` false: element loads only;
-// `transposes` false: no transpose_tile_kernel (for measuring them against each other).
+// tiles as the outputs need (B looped past 65535 tiles).
 template <class R>
-cudaError_t run_tiles(const ReduceArgs& a, const Sink& result, size_t* workspace_bytes, bool words = true,
-                      bool transposes = true) {
+cudaError_t run_tiles(const ReduceArgs& a, const Sink& result, size_t* workspace_bytes) {
   if (workspace_bytes) {
     *workspace_bytes = 0;
     return cudaSuccess;
   }
   const Layout3& l = a.layout;
-  const int word = words ? tile_word<R>(l, a.in) : 0;
   const bool a_is_outer = l.inner == 1 || tiles_transposed(l);
   // Transposed results of a contiguous inner run, a tile of each at least: through shared memory.
   // Not over one element a result, where it measured slower than tile_kernel's words (H200, us,
   // CUDA graphs: float32 sum over the size-1 dim of (196, 1, 49152).transpose(0, 2) 114.9 against
   // 94.5, of a channels_last (1, 256, 5, 1024) 16.8 against 11.1; torch.compile ~31 on the first,
   // so the map case wants a kernel of its own).
-  if (transposes && l.inner > 1 && l.reduced > 1 && a_is_outer && l.in_inner == 1 && l.inner >= kTransposeTile &&
-      l.outer >= kTransposeTile) {
+  if (l.reduced > 1 && tiles_transposed(l) && l.in_inner == 1 && l.inner >= kTransposeTile && l.outer >= kTransposeTile) {
     const int64_t inner_tiles = ceil_div(l.inner, int64_t(kTransposeTile));
     const int64_t blocks = inner_tiles * ceil_div(l.outer, int64_t(kTransposeTile));
     if (blocks <= kMaxGridX)
@@ -1250,7 +1246,8 @@ cudaError_t run_tiles(const ReduceArgs& a, const Sink& result, size_t* workspace
   // 2.23 -> 1.51). Waiting before the indexes it had been slower (mean over dim 2 of (1024, 16, 14)
   // bfloat16, 64 blocks: 2.29 -> 2.78 us).
   return launch_dependent(tile_kernel<R>, dim3(unsigned(tiles_a), unsigned(tiles_b)), dim3(kTileBlock), a,
-                          static_cast<const typename R::In*>(a.in), l, a_bits, a_is_outer, word, result);
+                          static_cast<const typename R::In*>(a.in), l, a_bits, a_is_outer, tile_word<R>(l, a.in),
+                          result);
 }
 
 template <class R>
