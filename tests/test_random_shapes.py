@@ -160,6 +160,33 @@ SLAB_CASES = [
     Case("mean", [2, 1024, 16, 28], "channels_last", [], -2, "bfloat16"),
 ]
 
+# Each plan's reach at its edges (on CUDA): the small kernel past kSmallElements (a few long rows,
+# columns whose adjacent results are adjacent in memory), small columns of 32 to 256 rows an
+# output a thread, rows in teams of a warp (up to 40 loads a lane when not whole vectors) and a
+# block a row in one kernel from half a device's rows.
+PLAN_CASES = [
+    Case("sum", [64, 5120], "contiguous", [], 1, "float32"),
+    Case("var_mean", [224, 512], "contiguous", [], -1, "float32"),
+    Case("sum", [4, 8, 3, 3072], "contiguous", [], [0, 3], "float32"),
+    Case("argmax", [97, 7, 128], "contiguous", [], -1, "float32"),
+    Case("sum", [31, 5119], "contiguous", [], 1, "bfloat16"),
+    Case("sum", [32, 5120], "contiguous", [], 0, "bfloat16"),
+    Case("amax", [16, 12000], "contiguous", [], 0, "bfloat16"),
+    Case("argmax", [2048, 64], "contiguous", [], 0, "float32"),
+    Case("sum", [17, 31, 224], "contiguous", [], 1, "int32"),
+    Case("logsumexp", [128, 3584], "contiguous", [], 0, "bfloat16"),
+    Case("std", [64, 3072], "contiguous", [], 0, "float16"),
+    Case("argmax", [256, 512], "contiguous", [], 0, "float32"),
+    Case("amax", [97, 4609], "contiguous", [], 0, "bfloat16"),
+    Case("mean", [2048, 4097], "permute", [1, 0], 0, "bfloat16"),
+    Case("sum", [400, 2048], "contiguous", [], -1, "float32"),
+    Case("var", [1031, 4097], "contiguous", [], -1, "float32"),
+    Case("sum", [196, 4096], "contiguous", [], 1, "int64"),
+    Case("var", [100, 16384], "contiguous", [], 1, "float32"),
+    Case("mean", [224, 49152], "transpose", [1, 0], 0, "bfloat16"),
+    Case("argmin", [67, 16411], "contiguous", [], 1, "float16"),
+]
+
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_word_rows_from_misaligned_storage(device):
@@ -176,10 +203,11 @@ def test_word_rows_from_misaligned_storage(device):
 
 
 @pytest.mark.parametrize("device", DEVICES)
-def test_dense_slabs_against_torch(device):
+@pytest.mark.parametrize("cases", [SLAB_CASES, PLAN_CASES], ids=["slabs", "plans"])
+def test_dense_slabs_against_torch(device, cases):
     gen, seed = fresh_generator(device)
     failures = []
-    for case in SLAB_CASES:
+    for case in cases:
         x = random_shapes.make_input(case, device, gen)
         views = [x, x.narrow(0, 1, x.shape[0] - 1)]
         if x.dtype.is_floating_point:

@@ -253,10 +253,11 @@ rows_kernel(const typename R::In* x, Layout3 l, Sink out) {
   // build the tests and results come from, to be limited to several outer runs when measured.
   const typename R::In* row = x + (o < l.outer ? l.outer_in(o) : 0);
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  if constexpr (kTeam <= kDependentTeam) {
-    cudaGridDependencySynchronize();
-    cudaTriggerProgrammaticLaunchCompletion();
-  }
+  // (The wait returns at once where the launch was plain: teams of 16 and 32 are launched with
+  // programmatic dependence only in small grids, see run_rows; they never let the next kernel
+  // launch early.)
+  cudaGridDependencySynchronize();
+  if constexpr (kTeam <= kDependentTeam) cudaTriggerProgrammaticLaunchCompletion();
 #endif
   while (o < l.outer) {
     auto v = row_part<R, kTeam, kGroupRows<R>>(row, 0, l.reduced, l.in_reduced, t);
@@ -1284,7 +1285,14 @@ cudaError_t run_rows(const ReduceArgs& a, const Sink& result, size_t* workspace_
   // Rows of up to 8 loads a lane of a warp take teams too: the segments' blocks of 512 threads
   // left most of theirs without a load, and combined 16 warps through shared memory (var_mean of
   // (1024, 1024) float32 over dim 1, 1024 blocks: 7.8 us hot against torch.compile's 2.3).
-  const bool teams = loads <= 8 * 32 || l.outer * team >= int64_t(a.sm_count) * 512;
+  // Rows of up to 20 loads a lane of a warp, and rows not whole vectors of up to 40 from three
+  // rows a multiprocessor, also take teams: a block a row left most of its 512 threads with one
+  // or two loads, and the combine of 16 warps (in CUDA graphs, H200: 2048 float32 rows of 2048,
+  // 8.67 -> 3.44 us; 2048 bfloat16 rows of 4097 9.92 -> 3.89; 1024 float32 rows of 4097 5.90 ->
+  // 3.98). From 64 loads a lane, a block a row was faster (196 int64 rows of 4096: 4.53 against
+  // 2.83).
+  const bool ragged_teams = !whole && loads <= 40 * 32 && l.outer >= 3 * int64_t(a.sm_count);
+  const bool teams = loads <= 20 * 32 || l.outer * team >= int64_t(a.sm_count) * 512 || ragged_teams;
   // Many rows of at least two vectors a thread of a kSegmentBlock block (float32 rows of 4096
   // and longer): a block a row, as torch.compile's kernel does. A warp a row left (4096, 4096)
   // float32 with one warp of 56 registers a row, 46% of the warp slots and 76% of DRAM's peak
@@ -1300,7 +1308,7 @@ cudaError_t run_rows(const ReduceArgs& a, const Sink& result, size_t* workspace_
   constexpr bool kBlockRows = sizeof(In) <= 4 && (sizeof(Acc) <= 8 || (kGroupRows<R> && sizeof(Acc) <= 16));
   if constexpr (kBlockRows) {
     const bool two = whole && loads == 2 * kSegmentBlock;
-    if (per_load > 1 && loads >= 2 * kSegmentBlock && (sizeof(Acc) <= 8 || whole || !teams) &&
+    if (per_load > 1 && loads >= 2 * kSegmentBlock && (sizeof(Acc) <= 8 || whole || !teams) && !ragged_teams &&
         l.outer >= int64_t(a.sm_count) * resident_blocks_per_sm<row_segments_kernel<R>>(kSegmentBlock)) {
       if (workspace_bytes) {
         *workspace_bytes = 0;
@@ -1367,8 +1375,12 @@ cudaError_t run_rows(const ReduceArgs& a, const Sink& result, size_t* workspace_
       return cudaSuccess;
     }
     const int64_t blocks = std::min(ceil_div(l.outer, kRowsBlock / team), kMaxGridX);
+    // Teams of 16 and 32 lanes with programmatic dependence too where the grid is up to two
+    // blocks a multiprocessor (the launch then is a larger part of the call): 100 to 2048 float32
+    // rows of 1024, 2.01-2.76 -> 1.75-2.50 us in CUDA graphs.
+    const bool dependent = team <= kDependentTeam || blocks <= 2 * int64_t(a.sm_count);
     const auto launch = [&](auto kernel) {
-      if (team <= kDependentTeam) return launch_dependent(kernel, dim3(unsigned(blocks)), dim3(kRowsBlock), a, x, l, result);
+      if (dependent) return launch_dependent(kernel, dim3(unsigned(blocks)), dim3(kRowsBlock), a, x, l, result);
       kernel<<<unsigned(blocks), kRowsBlock, 0, a.stream>>>(x, l, result);
       return last_launch_error();
     };
@@ -1386,7 +1398,11 @@ cudaError_t run_rows(const ReduceArgs& a, const Sink& result, size_t* workspace_
   // blocks: 1.2 waves of 528; now 4.)
   const int64_t wave = int64_t(a.sm_count) * resident_blocks_per_sm<row_segments_kernel<R>>(kSegmentBlock);
   const int64_t most = std::max<int64_t>(1, std::min(ceil_div(4 * wave, l.outer), ceil_div(loads, kSegmentBlock)));
-  int64_t segments = segments_per_row(l.outer, most, wave);
+  // From half as many rows as multiprocessors, a block a row in one kernel: the segments'
+  // second kernel cost more than the waves it evened out (in CUDA graphs, H200: 196 float32 rows
+  // of 16384 7.69 -> 3.64 us, of 65536 13.99 -> 10.35; 224 bfloat16 rows of 49152 8.26 -> 4.62;
+  // 64 float32 rows of 65536 level; 16 rows of 65536 3.55 against 3.99, kept in segments).
+  int64_t segments = 2 * l.outer >= a.sm_count ? 1 : segments_per_row(l.outer, most, wave);
   const int64_t per_segment = ceil_div(ceil_div(l.reduced, segments), 16) * 16;
   segments = ceil_div(l.reduced, per_segment);
   if (workspace_bytes) {
@@ -1395,7 +1411,13 @@ cudaError_t run_rows(const ReduceArgs& a, const Sink& result, size_t* workspace_
   }
   if (l.outer * segments > kMaxGridX) return cudaErrorInvalidConfiguration;
   if (segments == 1) {
-    row_segments_kernel<R><<<unsigned(l.outer), kSegmentBlock, 0, a.stream>>>(x, l, per_segment, 1, false, result);
+    if constexpr (kBlockRows) {
+      if (whole && loads == 2 * kSegmentBlock) {
+        two_vector_rows_kernel<R><<<unsigned(l.outer), kSegmentBlock, 0, a.stream>>>(x, l, result);
+        return last_launch_error();
+      }
+    }
+    row_segments_kernel<R><<<unsigned(l.outer), kSegmentBlock, 0, a.stream>>>(x, l, per_segment, 1, whole, result);
     return last_launch_error();
   }
   auto* partials = static_cast<Acc*>(a.workspace);
@@ -1535,6 +1557,37 @@ cudaError_t run_columns(const ReduceArgs& a, const Sink& result, const ColumnsSh
                           dim3(kPartialsX, partial_y), a, partials, int(c.splits), l, result);
 }
 
+// Whether small_kernel takes a reduction: up to kSmallElements elements, any layout; past that,
+// where its one kernel still beats the shapes below, measured in CUDA graphs on the H200 over
+// random layouts of 2^12 to 2^20 elements (float32 and bfloat16 sums, float32 var and argmax):
+//  - a few rows (the innermost reduced run contiguous, each team's loads one run of memory),
+//    up to 2^20 elements for up to 256 results of 1- to 4-byte elements, else 2^19: float32
+//    (64, 5120) over dim 1 2.82 -> 1.77 us, (112, 1000) 2.20 -> 1.51, var of (224, 512) 2.48 ->
+//    1.90, (4, 8, 3, 3072) over dims 0 and 3 (two passes before) 3.95 -> 2.61. Past 1024 results
+//    or those sizes the teams of the rows kernel were faster (1024 rows of 1024 float32: 2.12
+//    against 2.04; (196, 4096) int64 3.14 against a block a row's 2.83);
+//  - columns whose adjacent results are adjacent in memory, of up to 32 rows, or of up to 128
+//    results and 2048 rows (one round of loads a lane), up to 2^19 elements: bfloat16 (32, 5120)
+//    over dim 0 2.57 -> 1.63 us, (12, 512, 77) 2.26 -> 1.66, float32 argmax of (2048, 64) 6.69 ->
+//    5.53. Where adjacent results are far apart in memory, every team's loads are, too:
+//    (196, 77, 32) float32 laid out as permute(1, 2, 0), over dim 2, took 7.06 us against the
+//    columns kernel's 2.97; and columns of more rows were slower: (3072, 97) 8.38 against 3.69.
+// `whole_rows`: rows that whole_rows_kernel takes (1 to 64 whole aligned vectors), faster
+// than the small kernel (832 float32 rows of 128: 1.03 us against 1.36).
+template <class R>
+bool small_reaches(const IndexedLayout& l, bool whole_rows) {
+  const int64_t n = l.outputs * l.count;
+  if (n <= kSmallElements) return l.count <= kSmallCount;
+  const bool rows = l.reduced.runs > 0 && l.reduced.in[l.reduced.runs - 1] == 1;
+  if (rows && whole_rows) return false;
+  if (rows)
+    return l.outputs <= 1024 && l.count <= 16384 &&
+           n <= (l.outputs <= 256 && sizeof(typename R::In) <= 4 ? int64_t(1) << 20 : int64_t(1) << 19);
+  const bool adjacent = l.kept.runs > 0 && l.kept.in[l.kept.runs - 1] == 1;
+  return adjacent && (l.count <= 32 || (l.outputs <= 128 && l.count <= int64_t(kSmallBlock) * kSmallLoads)) &&
+         n <= (int64_t(1) << 19);
+}
+
 // small_kernel's indexes, or false when an offset reaches 2^31.
 inline bool small_index(const IndexedLayout& l, SmallIndex* out) {
   SmallIndex s = {};
@@ -1625,6 +1678,24 @@ cudaError_t run_layout(const ReduceArgs& a, const Sink& result, size_t* workspac
   const bool dense = slab_shape<R>(l, a.in, a.sm_count, &slabs);
   const bool narrow = dense && l.inner * int64_t(sizeof(In)) < 128;
   if (narrow) return run_slabs<R>(a, result, slabs, workspace_bytes);
+  // Small columns (up to 2^19 elements) of 32 to 256 rows: an output a thread, so as many
+  // blocks as outputs allow, and about 8 rows a thread down (Y = rows / 8 up to 32), no split.
+  // The shapes below gave 2-byte inputs 8 outputs a thread and 32 threads down a column, a
+  // few dozen blocks each combining 32 rows of each output (in CUDA graphs, H200, us:
+  // logsumexp over dim 0 of (128, 3584) bfloat16 3.53 -> 2.28, std of (64, 3072) float16 3.04
+  // -> 2.09, amax of (96, 4608) bfloat16 2.66 -> 1.94, argmax of (256, 512) float32 3.24 -> 2.43).
+  if (l.reduced >= 32 && l.reduced <= 8 * kColumnsMaxY && l.outer * l.inner * l.reduced <= (int64_t(1) << 19)) {
+    ColumnsShape c{};
+    c.Y = 4;
+    while (c.Y < kColumnsMaxY && 16 * c.Y <= l.reduced) c.Y *= 2;
+    c.X = kColumnsBlock / c.Y;
+    c.whole = l.inner;
+    c.column_blocks = ceil_div(l.inner, int64_t(c.X));
+    c.splits = 1;
+    c.per_split = l.reduced;
+    c.deep = c.Y >= 16;
+    return run_columns<R, 1, 4>(a, result, c, workspace_bytes);
+  }
   if (!vectors) {
     const ColumnsShape one = columns_shape(l, 1, kColumnsBlock, a.sm_count, kDeeper);
     if (tiles(one, 1)) return dense ? run_slabs<R>(a, result, slabs, workspace_bytes) : run_tiles<R>(a, result, workspace_bytes);
@@ -1694,8 +1765,14 @@ cudaError_t run_reduce(const ReduceArgs& a, size_t* workspace_bytes) {
   }
   // Small reductions in one kernel (whole contiguous ones but of indexed operators have the
   // vector kernels').
+  const Layout3& l = a.layout;
+  constexpr int64_t kPer = 16 / int64_t(sizeof(typename R::In));
+  const int64_t vectors = l.reduced / kPer;
+  const bool whole_rows = kWholeRows<R> && l.combine == 1 && l.inner == 1 && l.in_reduced == 1 &&
+                          l.reduced % kPer == 0 && vectors <= 64 && (vectors & (vectors - 1)) == 0 &&
+                          reinterpret_cast<uintptr_t>(a.in) % 16 == 0 && l.outer_strides_multiple_of(kPer);
   SmallIndex small;
-  if (a.indexed.usable && a.indexed.outputs * a.indexed.count <= kSmallElements && a.indexed.count <= kSmallCount &&
+  if (a.indexed.usable && small_reaches<R>(a.indexed, whole_rows) &&
       (is_indexed_v<typename R::Op> || !a.layout.is_full_contiguous()) && small_index(a.indexed, &small))
     return run_small<R>(a, small, workspace_bytes);
   if (a.layout.combine > 1) return run_combined<R>(a, workspace_bytes);
