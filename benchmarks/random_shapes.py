@@ -329,7 +329,10 @@ def compile_share(args) -> None:
             continue
         x = make_input(case, "cuda", torch.Generator(device="cuda").manual_seed(index))
         torch_fn, _ = calls(case)
-        timing.compile_once(lambda t: torch_fn(t))(x)
+        try:
+            timing.compile_once(lambda t: torch_fn(t))(x)
+        except Exception:  # the timing process records it (run)
+            pass
         del x
 
 
@@ -351,10 +354,15 @@ def run(args) -> dict:
             continue
         row = {"case": index, "label": case.label(), "bytes": span_bytes(x), "plan": plan_text(torch_reduce.explain(x, case.dim))}
         if device == "cuda":
-            compiled = timing.compile_once(lambda t: torch_fn(t))
-            compiled(x)
+            peers = [("torch", torch_fn)]
+            try:
+                compiled = timing.compile_once(lambda t: torch_fn(t))
+                compiled(x)
+                peers.append(("compile", compiled))
+            except Exception as e:  # torch.compile's own failure: the case is compared with torch alone
+                row["compile_error"] = type(e).__name__
             for mode in args.modes:
-                for name, fn in (("torch", torch_fn), ("compile", compiled), ("ours", ours_fn)):
+                for name, fn in peers + [("ours", ours_fn)]:
                     row[f"{name}_{mode}"] = timing.quantiles(timing.time_mode(mode, lambda: fn(x), args.reps))[0]
             if row["bytes"] >= 64 << 20 and "hot" in args.modes:  # the read probe over as many bytes
                 flat = torch.empty(row["bytes"] // 16 * 16, dtype=torch.uint8, device=device)
@@ -381,10 +389,10 @@ def summarize(result: dict, modes: list[str]) -> str:
     rows = [r for r in result["rows"] if "error" not in r]
     errors = [r for r in result["rows"] if "error" in r]
     for mode in modes:
-        peers = ["torch", "compile"] if f"compile_{mode}" in (rows[0] if rows else {}) else ["torch"]
+        peers = ["torch", "compile"] if any(f"compile_{mode}" in r for r in rows) else ["torch"]
         ratios = []
         for r in rows:
-            best = min(r[f"{p}_{mode}"] for p in peers)
+            best = min(r[f"{p}_{mode}"] for p in peers if f"{p}_{mode}" in r)
             ratios.append((best / r[f"ours_{mode}"], r[f"torch_{mode}"] / r[f"ours_{mode}"], r))
         if not ratios:
             continue
@@ -397,7 +405,8 @@ def summarize(result: dict, modes: list[str]) -> str:
                   f"{sum(v < 0.9 for v in vs_best)} | {sum(t[1] < 1.0 for t in ratios)} |", ""]
         lines += ["| case | " + " | ".join(peers) + " | ours (us) | vs best |", "|" + " --- |" * (len(peers) + 3)]
         for best, _, r in sorted(ratios, key=lambda t: t[0])[:20]:
-            lines.append(f"| {r['label']} | " + " | ".join(f"{r[f'{p}_{mode}']:.2f}" for p in peers) +
+            lines.append(f"| {r['label']} | " + " | ".join(f"{r[f'{p}_{mode}']:.2f}" if f"{p}_{mode}" in r else "-"
+                                                           for p in peers) +
                          f" | {r[f'ours_{mode}']:.2f} | {best:.2f}x |")
         lines.append("")
     big = [r for r in rows if "probe_hot" in r]
@@ -408,6 +417,10 @@ def summarize(result: dict, modes: list[str]) -> str:
                   "Furthest:", "", "| case | MiB | probe (us) | ours (us) | ours / probe |", "| --- | --- | --- | --- | --- |"]
         lines += [f"| {r['label']} | {r['bytes'] / 2**20:.0f} | {r['probe_hot']:.1f} | {r['ours_hot']:.1f} | "
                   f"{r['ours_hot'] / r['probe_hot']:.2f} |" for r in over[:5]] + [""]
+    failed = [r for r in rows if "compile_error" in r]
+    if failed:
+        lines += [f"{len(failed)} cases torch.compile failed to compile, compared with torch eager alone:", ""] + \
+                 [f"- {r['label']}: {r['compile_error']}" for r in failed] + [""]
     if errors:
         lines += [f"{len(errors)} cases failed their check:", ""] + [f"- {r['label']}: {r['error']}" for r in errors]
     return "\n".join(lines)

@@ -263,6 +263,18 @@ def test_the_benchmark_runs_on_the_cpu(tmp_path):
     assert "ours / best of (torch), 6 cases" in text
 
 
+def test_a_case_torch_compile_fails_on_is_compared_with_torch_alone():
+    # (torch 2.11's inductor fails on argmax of a (3, 1) int32 tensor over all dims.)
+    rows = [{"case": 0, "label": "a", "torch_hot": 2.0, "compile_hot": 1.0, "ours_hot": 1.0},
+            {"case": 1, "label": "b", "torch_hot": 4.0, "ours_hot": 2.0, "compile_error": "InductorError"},
+            {"case": 2, "label": "c", "torch_hot": 3.0, "compile_hot": 6.0, "ours_hot": 1.0}]
+    text = random_shapes.summarize({"rows": rows}, ["hot"])
+    assert "ours / best of (torch, compile), 3 cases" in text
+    assert "| 2.00x | 1.00x | 1.00x | 0 | 0 | 0 |" in text  # ratios 1, 2 (b: against torch alone), 3
+    assert "| b | 4.00 | - | 2.00 | 2.00x |" in text
+    assert "1 cases torch.compile failed to compile" in text and "- b: InductorError" in text
+
+
 def test_span_bytes_counts_what_a_view_spans():
     x = torch.empty(10, 8)
     assert random_shapes.span_bytes(x) == 320
