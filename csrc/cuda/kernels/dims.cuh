@@ -1,8 +1,10 @@
 // auto over dims: every operator (reduce_ops.h) on any Layout3 (layout.h), that is
 //   out[outer_out(o) + i * out_inner] = reduce over r of x[outer_in(o) + r * in_reduced + i * in_inner],
 // the outer index one run of memory or the digits of several. Shapes of work, picked by run_reduce:
-//  - small reductions (up to kSmallElements elements), any layout: one kernel indexing the
-//    elements through the IndexedLayout, a team of threads a result (small_kernel);
+//  - small reductions (up to kSmallElements elements, any layout; up to 2^19-2^20 for a few
+//    long rows and for columns whose adjacent results are adjacent in memory, small_reaches):
+//    one kernel indexing the elements through the IndexedLayout, a team of threads a result
+//    (small_kernel);
 //  - full reduction of a contiguous run: the vector kernel (vector.cuh);
 //  - several reduced runs (Layout3::combine): one pass over the longest run into partials, then
 //    a second kernel combines each result's partials (run_combined);
@@ -14,10 +16,12 @@
 //    an output (tile_kernel);
 //  - rows (inner == 1): a team of 1 to 32 lanes per row, sized so each lane has four to eight
 //    16-byte loads (sums and extrema of floats over whole rows of 1 to 64 vectors: one to four,
-//    in a kernel of few registers); many long rows (two or more vectors a thread of a
-//    512-thread block) a block each; rows too long for a team while too few to fill the device
-//    are cut into segments, one block each, as many as fill whole waves of the device, and a
-//    second kernel combines each row's segments;
+//    in a kernel of few registers; rows of up to 20 loads a lane of a warp, 40 when not whole
+//    vectors and many, take teams of 32 too); longer rows a 512-thread block each, from half
+//    as many rows as multiprocessors; fewer rows are cut into segments, one block each, as
+//    many as fill whole waves of the device, and a second kernel combines each row's segments;
+//  - small columns (up to 2^19 elements) of 32 to 256 rows: an output a thread, about 8 rows a
+//    thread down, one pass;
 //  - columns (inner > 1): threads own adjacent outputs (16 bytes of them when the inner run
 //    is contiguous and aligned; 8 bytes for 2-byte types with few outputs) and walk the
 //    reduced dim; when the outputs alone do not fill the device, up to 32 threads share a
