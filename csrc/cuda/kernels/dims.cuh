@@ -1406,7 +1406,11 @@ cudaError_t run_rows(const ReduceArgs& a, const Sink& result, size_t* workspace_
   // second kernel cost more than the waves it evened out (in CUDA graphs, H200: 196 float32 rows
   // of 16384 7.69 -> 3.64 us, of 65536 13.99 -> 10.35; 224 bfloat16 rows of 49152 8.26 -> 4.62;
   // 64 float32 rows of 65536 level; 16 rows of 65536 3.55 against 3.99, kept in segments).
-  int64_t segments = 2 * l.outer >= a.sm_count ? 1 : segments_per_row(l.outer, most, wave);
+  // Up to 64 loads a thread: 128 rows of 2^19 float32 (one 2 MB row expanded, all of it in L2)
+  // took 20.6 us a block a row against 14.5 in segments, a block a multiprocessor too few to
+  // keep L2 busy.
+  const bool block_rows = 2 * l.outer >= a.sm_count && loads <= 64 * kSegmentBlock;
+  int64_t segments = block_rows ? 1 : segments_per_row(l.outer, most, wave);
   const int64_t per_segment = ceil_div(ceil_div(l.reduced, segments), 16) * 16;
   segments = ceil_div(l.reduced, per_segment);
   if (workspace_bytes) {
