@@ -163,7 +163,8 @@ SLAB_CASES = [
 # Each plan's reach at its edges (on CUDA): the small kernel past kSmallElements (a few long rows,
 # columns whose adjacent results are adjacent in memory), small columns of 32 to 256 rows an
 # output a thread, rows in teams of a warp (up to 40 loads a lane when not whole vectors) and a
-# block a row in one kernel from half a device's rows.
+# block a row in one kernel from half a device's rows; short columns of wide accumulators in
+# slabs, a few results interleaved in a long run, and the small kernel past its sizes.
 PLAN_CASES = [
     Case("sum", [64, 5120], "contiguous", [], 1, "float32"),
     Case("var_mean", [224, 512], "contiguous", [], -1, "float32"),
@@ -185,6 +186,21 @@ PLAN_CASES = [
     Case("var", [100, 16384], "contiguous", [], 1, "float32"),
     Case("mean", [224, 49152], "transpose", [1, 0], 0, "bfloat16"),
     Case("argmin", [67, 16411], "contiguous", [], 1, "float16"),
+    # short dense columns of wide accumulators: slabs
+    Case("argmax", [4096, 7, 64, 2], "contiguous", [], 1, "int16"),
+    Case("aminmax", [512, 3, 4, 128], "contiguous", [], -3, "float16"),
+    Case("var", [512, 5, 256], "contiguous", [], 1, "bfloat16"),
+    # a few results interleaved in a long run: folded into rows of k results (fold_interleaved)
+    Case("mean", [128, 128, 7], "transpose", [0, 1], [0, 1], "float32"),
+    Case("var", [128, 128, 7], "contiguous", [], [0, 1], "float32"),
+    Case("sum", [7, 256, 64, 3], "transpose", [1, 0], [0, 1, 2], "bfloat16"),
+    Case("sum", [64, 1024, 3], "contiguous", [], [0, 1], "int32"),
+    Case("mean", [1001, 65, 3], "contiguous", [], [0, 1], "float32"),
+    # the small kernel past its sizes (small_beats_passes)
+    Case("nansum", [16, 56, 128, 32], "contiguous", [], [1, 3], "float16"),
+    Case("mean", [7, 96, 96, 8], "transpose", [1, 2], [0, 3], "float32"),
+    Case("argmax", [28, 32, 77, 16], "permute", [2, 1, 3, 0], 3, "float32"),
+    Case("any", [64, 200, 5, 16], "slice", [2, 3], 0, "int32"),
 ]
 
 

@@ -4,12 +4,16 @@
 //  - small reductions (up to kSmallElements elements, any layout; up to 2^19-2^20 for a few
 //    long rows and for columns whose adjacent results are adjacent in memory, small_reaches):
 //    one kernel indexing the elements through the IndexedLayout, a team of threads a result
-//    (small_kernel);
+//    (small_kernel); past that, where its one pass beat the others' two or their idle threads
+//    (small_beats_passes: several reduced runs the innermost contiguous, narrow columns of up
+//    to 128 rows that are not dense slabs);
 //  - full reduction of a contiguous run: the vector kernel (vector.cuh);
 //  - several reduced runs (Layout3::combine): one pass over the longest run into partials, then
-//    a second kernel combines each result's partials (run_combined);
+//    a second kernel combines each result's partials (run_combined); also a few results
+//    interleaved in one long run, read as rows of k results each (fold_interleaved);
 //  - dense slabs (each outer index's [reduced][inner] elements one contiguous block of at most
-//    kSlabBytes) of short rows, short columns and columns narrower than 128 bytes: a block stages
+//    kSlabBytes) of short rows, short columns and columns narrower than 128 bytes (short
+//    columns of wide accumulators as well as where tiles would be taken): a block stages
 //    whole slabs in shared memory, then teams of lanes reduce each output from there (slab_kernel);
 //  - short reductions (up to kTileReduced elements) over many outputs where the shapes below
 //    would idle, and short rows that are not whole vectors, where slabs do not apply: a thread
@@ -295,6 +299,22 @@ rows_kernel(const typename R::In* x, Layout3 l, Sink out) {
 template <class R>
 inline constexpr bool kWholeRows = !is_indexed_v<typename R::Op> && sizeof(typename R::Acc) <= 16 &&
                                    (std::is_same_v<typename R::In, float> || Lowp<typename R::In>::value);
+// The 16-byte loads of each row where whole_rows_kernel takes a layout: rows (inner == 1, one
+// reduced run) of 1, 2, 4, ..., 64 whole aligned vectors, contiguous; else 0. run_rows launches
+// it and run_reduce keeps such rows from the small kernel, by this one test.
+template <class R>
+int64_t whole_rows_loads(const Layout3& l, const void* in) {
+  if constexpr (!kWholeRows<R>) {
+    return 0;
+  } else {
+    constexpr int64_t kPer = 16 / int64_t(sizeof(typename R::In));
+    const int64_t loads = l.reduced / kPer;
+    const bool whole = l.combine == 1 && l.inner == 1 && l.in_reduced == 1 && l.reduced % kPer == 0 &&
+                       reinterpret_cast<uintptr_t>(in) % 16 == 0 && l.outer_strides_multiple_of(kPer);
+    return whole && loads >= 1 && loads <= 64 && (loads & (loads - 1)) == 0 ? loads : 0;
+  }
+}
+
 template <class R, int kTeam, int kLoads>
 __global__ void __launch_bounds__(kRowsBlock, 2048 / kRowsBlock)
 whole_rows_kernel(const typename R::In* x, Layout3 l, Sink out) {
@@ -1310,8 +1330,19 @@ cudaError_t run_rows(const ReduceArgs& a, const Sink& result, size_t* workspace_
   // that teams take lost with it ((4096, 4097) float32 25.8 -> 32.5 hot: each thread's head,
   // tail and groups of four, as the general rows kernel's).
   constexpr bool kBlockRows = sizeof(In) <= 4 && (sizeof(Acc) <= 8 || (kGroupRows<R> && sizeof(Acc) <= 16));
+  // A block a row, in one kernel (l.outer blocks, run_rows checked the grid): rows of exactly two
+  // whole vectors a thread through two_vector_rows_kernel, others through row_segments_kernel.
+  const auto block_a_row = [&](int64_t per_segment) {
+    if constexpr (kBlockRows) {
+      if (whole && loads == 2 * kSegmentBlock) {
+        two_vector_rows_kernel<R><<<unsigned(l.outer), kSegmentBlock, 0, a.stream>>>(x, l, result);
+        return last_launch_error();
+      }
+    }
+    row_segments_kernel<R><<<unsigned(l.outer), kSegmentBlock, 0, a.stream>>>(x, l, per_segment, 1, whole, result);
+    return last_launch_error();
+  };
   if constexpr (kBlockRows) {
-    const bool two = whole && loads == 2 * kSegmentBlock;
     if (per_load > 1 && loads >= 2 * kSegmentBlock && (sizeof(Acc) <= 8 || whole || !teams) && !ragged_teams &&
         l.outer >= int64_t(a.sm_count) * resident_blocks_per_sm<row_segments_kernel<R>>(kSegmentBlock)) {
       if (workspace_bytes) {
@@ -1319,12 +1350,7 @@ cudaError_t run_rows(const ReduceArgs& a, const Sink& result, size_t* workspace_
         return cudaSuccess;
       }
       if (l.outer > kMaxGridX) return cudaErrorInvalidConfiguration;
-      if (two) {
-        two_vector_rows_kernel<R><<<unsigned(l.outer), kSegmentBlock, 0, a.stream>>>(x, l, result);
-        return last_launch_error();
-      }
-      row_segments_kernel<R><<<unsigned(l.outer), kSegmentBlock, 0, a.stream>>>(x, l, l.reduced, 1, whole, result);
-      return last_launch_error();
+      return block_a_row(l.reduced);
     }
   }
   // Short rows (up to kTileReduced elements) whose neighbours in memory are results apart: tiles
@@ -1340,7 +1366,7 @@ cudaError_t run_rows(const ReduceArgs& a, const Sink& result, size_t* workspace_
   // Dense slabs where their blocks' loads are one run of memory; else tiles, a word a row where
   // rows are aligned words (H200, us: amax over rows of 8 uint8 of (2^20, 8) slabs 6.7, tiles of
   // words 12.7; through two outer runs, (14336, 77, 8), slabs 19.1, tiles of words 14.9).
-  if (l.reduced <= kTileReduced && !(kWholeRows<R> && whole && (loads == 1 || loads == 2 || loads == 4))) {
+  if (l.reduced <= kTileReduced && !(whole_rows_loads<R>(l, x) > 0)) {
     SlabShape slabs;
     if (slab_shape<R>(l, x, a.sm_count, &slabs) && (slabs.linear || tile_word<R>(l, x) == 0))
       return run_slabs<R>(a, result, slabs, workspace_bytes);
@@ -1350,7 +1376,7 @@ cudaError_t run_rows(const ReduceArgs& a, const Sink& result, size_t* workspace_
   // to 16 vectors a row, four from 32 (float32 rows of 128: 8 lanes x 4 loads 5.41 / 14.55 us,
   // 16 x 2 5.8 / 14.5; rows of 64 vectors: 16 x 4 5.45 / 14.55, 8 x 8 5.7 / 14.7).
   if constexpr (kWholeRows<R>) {
-    if (whole && (loads == 1 || loads == 2 || loads == 4 || loads == 8 || loads == 16 || loads == 32 || loads == 64)) {
+    if (whole_rows_loads<R>(l, x) > 0) {
       const int lanes = int(loads <= 2 ? 1 : loads <= 16 ? loads / 2 : loads / 4);
       const int64_t blocks = ceil_div(l.outer, int64_t(kRowsBlock / lanes));
       if (blocks <= kMaxGridX) {
@@ -1418,16 +1444,7 @@ cudaError_t run_rows(const ReduceArgs& a, const Sink& result, size_t* workspace_
     return cudaSuccess;
   }
   if (l.outer * segments > kMaxGridX) return cudaErrorInvalidConfiguration;
-  if (segments == 1) {
-    if constexpr (kBlockRows) {
-      if (whole && loads == 2 * kSegmentBlock) {
-        two_vector_rows_kernel<R><<<unsigned(l.outer), kSegmentBlock, 0, a.stream>>>(x, l, result);
-        return last_launch_error();
-      }
-    }
-    row_segments_kernel<R><<<unsigned(l.outer), kSegmentBlock, 0, a.stream>>>(x, l, per_segment, 1, whole, result);
-    return last_launch_error();
-  }
+  if (segments == 1) return block_a_row(per_segment);
   auto* partials = static_cast<Acc*>(a.workspace);
   const unsigned grid = unsigned(l.outer * segments);
   // Eager calls with a ticket word for every row: one kernel, as full sums (vector.cuh). This
@@ -1517,6 +1534,21 @@ inline ColumnsShape columns_shape(const Layout3& l, int64_t V, int threads, int 
   return c;
 }
 
+// Small columns (run_layout): an output a thread, about 8 rows a thread down (Y = rows / 8, 4
+// to 32), one pass.
+inline ColumnsShape small_columns_shape(const Layout3& l) {
+  ColumnsShape c{};
+  c.Y = 4;
+  while (c.Y < kColumnsMaxY && 16 * c.Y <= l.reduced) c.Y *= 2;
+  c.X = kColumnsBlock / c.Y;
+  c.whole = l.inner;
+  c.column_blocks = ceil_div(l.inner, int64_t(c.X));
+  c.splits = 1;
+  c.per_split = l.reduced;
+  c.deep = c.Y >= 16;
+  return c;
+}
+
 template <class R, int V, int U>
 cudaError_t run_columns(const ReduceArgs& a, const Sink& result, const ColumnsShape& c,
                         size_t* workspace_bytes) {
@@ -1594,6 +1626,30 @@ bool small_reaches(const IndexedLayout& l, bool whole_rows) {
   const bool adjacent = l.kept.runs > 0 && l.kept.in[l.kept.runs - 1] == 1;
   return adjacent && (l.count <= 32 || (l.outputs <= 128 && l.count <= int64_t(kSmallBlock) * kSmallLoads)) &&
          n <= (int64_t(1) << 19);
+}
+
+// Also, from 2048 results of up to 16384 elements, layouts where small_kernel's one pass over any
+// layout beat the passes of run_combined and run_layout (in CUDA graphs, H200, us):
+//  - several reduced runs, the innermost contiguous (Layout3::combine: partials, then their
+//    combine): nansum over dims 1 and 3 of (64, 56, 1024, 32) float16 158 -> 58 (torch.compile
+//    96); mean over dims 0 and 3 of (7, 96, 96, 8).transpose(1, 2) float32 6.1 -> 2.2 (1.9).
+//    sum over dims 0 and 2 of (64, 4096, 128) float32 35.0 -> 31.5. Not where the innermost
+//    reduced run is strided (mean over dims 0 and 2 of (12, 151936, 12)[..., ::2] bfloat16 took
+//    32.6 against 20.6), nor for Welford's and logsumexp's groups (var over dims 1 and 3 of (32,
+//    16, 1024, 64) bfloat16 35.2 against 27.0);
+//  - columns narrower than 128 bytes that are not dense slabs, of up to 128 rows: argmax over
+//    dim 3 of (28, 128, 77, 16).permute(2, 1, 3, 0) float32 53.8 -> 9.6 (16.6); any over dim 0
+//    of (64, 1000, 5, 16)[:, :, ::3] int32 9.7 -> 4.1 (torch 3.7). Columns of 4096 rows were
+//    six times slower: each team's loads a column apart.
+template <class R>
+bool small_beats_passes(const ReduceArgs& a) {
+  const IndexedLayout& x = a.indexed;
+  const Layout3& l = a.layout;
+  if (x.outputs < 2048 || x.count > 16384) return false;
+  if (l.combine > 1) return !kGroupRows<R> && x.reduced.runs > 0 && x.reduced.in[x.reduced.runs - 1] == 1;
+  SlabShape slabs;
+  return x.count <= 128 && l.inner > 1 && l.inner * int64_t(sizeof(typename R::In)) < 128 &&
+         !slab_shape<R>(l, a.in, a.sm_count, &slabs);
 }
 
 // small_kernel's indexes, or false when an offset reaches 2^31.
@@ -1686,24 +1742,21 @@ cudaError_t run_layout(const ReduceArgs& a, const Sink& result, size_t* workspac
   const bool dense = slab_shape<R>(l, a.in, a.sm_count, &slabs);
   const bool narrow = dense && l.inner * int64_t(sizeof(In)) < 128;
   if (narrow) return run_slabs<R>(a, result, slabs, workspace_bytes);
+  // Also short columns whose V outputs a thread hold 64 bytes of accumulators or more (positions'
+  // 16 bytes, min-max pairs of 2-byte inputs): the columns kernel parks them in shared memory
+  // and ran at an eighth of DRAM's peak (in CUDA graphs, H200, us: argmax over dim 1 of (49152,
+  // 7, 128, 2) int16 450 -> 107 in slabs, torch 186; aminmax over dim 1 of (2048, 3, 512)
+  // float16 10.5 -> 5.9).
+  if (dense && l.reduced <= kTileReduced && sizeof(typename R::Acc) * kV >= 64)
+    return run_slabs<R>(a, result, slabs, workspace_bytes);
   // Small columns (up to 2^19 elements) of 32 to 256 rows: an output a thread, so as many
   // blocks as outputs allow, and about 8 rows a thread down (Y = rows / 8 up to 32), no split.
   // The shapes below gave 2-byte inputs 8 outputs a thread and 32 threads down a column, a
   // few dozen blocks each combining 32 rows of each output (in CUDA graphs, H200, us:
   // logsumexp over dim 0 of (128, 3584) bfloat16 3.53 -> 2.28, std of (64, 3072) float16 3.04
   // -> 2.09, amax of (96, 4608) bfloat16 2.66 -> 1.94, argmax of (256, 512) float32 3.24 -> 2.43).
-  if (l.reduced >= 32 && l.reduced <= 8 * kColumnsMaxY && l.outer * l.inner * l.reduced <= (int64_t(1) << 19)) {
-    ColumnsShape c{};
-    c.Y = 4;
-    while (c.Y < kColumnsMaxY && 16 * c.Y <= l.reduced) c.Y *= 2;
-    c.X = kColumnsBlock / c.Y;
-    c.whole = l.inner;
-    c.column_blocks = ceil_div(l.inner, int64_t(c.X));
-    c.splits = 1;
-    c.per_split = l.reduced;
-    c.deep = c.Y >= 16;
-    return run_columns<R, 1, 4>(a, result, c, workspace_bytes);
-  }
+  if (l.reduced >= 32 && l.reduced <= 8 * kColumnsMaxY && l.outer * l.inner * l.reduced <= (int64_t(1) << 19))
+    return run_columns<R, 1, 4>(a, result, small_columns_shape(l), workspace_bytes);
   if (!vectors) {
     const ColumnsShape one = columns_shape(l, 1, kColumnsBlock, a.sm_count, kDeeper);
     if (tiles(one, 1)) return dense ? run_slabs<R>(a, result, slabs, workspace_bytes) : run_tiles<R>(a, result, workspace_bytes);
@@ -1756,6 +1809,35 @@ cudaError_t run_combined(const ReduceArgs& a, size_t* workspace_bytes) {
                           Sink{a.out, a.types.out, a.project, a.out2});
 }
 
+// A few results whose elements interleave in one long run (outer == 1, inner < 128 bytes,
+// in_reduced == inner: mean over dims 0 and 1 of (2048, 4096, 7)): the columns kernel's threads
+// across had a 7-output row each, mostly idle. Read as k consecutive rows a row instead, k *
+// inner outputs of partials combined k at a time (combine = k, run_combined): k the power of two
+// dividing the rows that makes a row of 1024 bytes or more (up to 1024 rows), at least 256 rows
+// left. Not for positions (a partial's are in its own rows).
+template <class R>
+bool fold_interleaved(const Layout3& l, Layout3* out) {
+  if constexpr (is_indexed_v<typename R::Op>) {
+    return false;
+  } else {
+    constexpr int64_t kSize = sizeof(typename R::In);
+    if (l.combine != 1 || l.outer != 1 || l.inner < 2 || l.inner * kSize >= 128 || l.in_inner != 1 ||
+        l.out_inner != 1 || l.in_reduced != l.inner)
+      return false;
+    int64_t k = 1;
+    while (k < 1024 && k * l.inner * kSize < 1024 && l.reduced % (2 * k) == 0 && l.reduced / (2 * k) >= 256) k *= 2;
+    if (k * l.inner * kSize < 1024) return false;
+    Layout3 f = l;
+    f.inner = k * l.inner;
+    f.reduced = l.reduced / k;
+    f.in_reduced = f.inner;
+    f.out_inner = 1;
+    f.combine = k;
+    *out = f;
+    return true;
+  }
+}
+
 // auto for one (In, Mid, Op) on any layout; see the top of this file.
 template <class R>
 cudaError_t run_reduce(const ReduceArgs& a, size_t* workspace_bytes) {
@@ -1773,17 +1855,14 @@ cudaError_t run_reduce(const ReduceArgs& a, size_t* workspace_bytes) {
   }
   // Small reductions in one kernel (whole contiguous ones but of indexed operators have the
   // vector kernels').
-  const Layout3& l = a.layout;
-  constexpr int64_t kPer = 16 / int64_t(sizeof(typename R::In));
-  const int64_t vectors = l.reduced / kPer;
-  const bool whole_rows = kWholeRows<R> && l.combine == 1 && l.inner == 1 && l.in_reduced == 1 &&
-                          l.reduced % kPer == 0 && vectors <= 64 && (vectors & (vectors - 1)) == 0 &&
-                          reinterpret_cast<uintptr_t>(a.in) % 16 == 0 && l.outer_strides_multiple_of(kPer);
   SmallIndex small;
-  if (a.indexed.usable && small_reaches<R>(a.indexed, whole_rows) &&
+  if (a.indexed.usable &&
+      (small_reaches<R>(a.indexed, whole_rows_loads<R>(a.layout, a.in) > 0) || small_beats_passes<R>(a)) &&
       (is_indexed_v<typename R::Op> || !a.layout.is_full_contiguous()) && small_index(a.indexed, &small))
     return run_small<R>(a, small, workspace_bytes);
   if (a.layout.combine > 1) return run_combined<R>(a, workspace_bytes);
+  ReduceArgs folded = a;
+  if (fold_interleaved<R>(a.layout, &folded.layout)) return run_combined<R>(folded, workspace_bytes);
   return run_layout<R>(a, Sink{a.out, a.types.out, a.project, a.out2}, workspace_bytes);
 }
 
