@@ -190,17 +190,18 @@ PLAN_CASES = [
     Case("argmax", [4096, 7, 64, 2], "contiguous", [], 1, "int16"),
     Case("aminmax", [512, 3, 4, 128], "contiguous", [], -3, "float16"),
     Case("var", [512, 5, 256], "contiguous", [], 1, "bfloat16"),
-    # a few results interleaved in a long run: folded into rows of k results (fold_interleaved)
-    Case("mean", [128, 128, 7], "transpose", [0, 1], [0, 1], "float32"),
-    Case("var", [128, 128, 7], "contiguous", [], [0, 1], "float32"),
-    Case("sum", [7, 256, 64, 3], "transpose", [1, 0], [0, 1, 2], "bfloat16"),
-    Case("sum", [64, 1024, 3], "contiguous", [], [0, 1], "int32"),
+    # a few results interleaved in a long run (from 4 MiB): folded into rows of k results
+    Case("mean", [512, 512, 7], "transpose", [0, 1], [0, 1], "float32"),
+    Case("var", [512, 512, 7], "contiguous", [], [0, 1], "float32"),
+    Case("sum", [14, 1024, 64, 3], "transpose", [1, 0], [0, 1, 2], "bfloat16"),
+    Case("sum", [512, 1024, 3], "contiguous", [], [0, 1], "int32"),
     Case("mean", [1001, 65, 3], "contiguous", [], [0, 1], "float32"),
     # the small kernel past its sizes (small_beats_passes)
     Case("nansum", [16, 56, 128, 32], "contiguous", [], [1, 3], "float16"),
     Case("mean", [7, 96, 96, 8], "transpose", [1, 2], [0, 3], "float32"),
     Case("argmax", [28, 32, 77, 16], "permute", [2, 1, 3, 0], 3, "float32"),
     Case("any", [64, 200, 5, 16], "slice", [2, 3], 0, "int32"),
+    Case("aminmax", [128, 256, 40], "transpose", [0, 2], -1, "int16"),
 ]
 
 

@@ -6,7 +6,7 @@
 //    one kernel indexing the elements through the IndexedLayout, a team of threads a result
 //    (small_kernel); past that, where its one pass beat the others' two or their idle threads
 //    (small_beats_passes: several reduced runs the innermost contiguous, narrow columns of up
-//    to 128 rows that are not dense slabs);
+//    to 128 rows that are not dense slabs, adjacent results adjacent in memory);
 //  - full reduction of a contiguous run: the vector kernel (vector.cuh);
 //  - several reduced runs (Layout3::combine): one pass over the longest run into partials, then
 //    a second kernel combines each result's partials (run_combined); also a few results
@@ -1637,18 +1637,22 @@ bool small_reaches(const IndexedLayout& l, bool whole_rows) {
 //    reduced run is strided (mean over dims 0 and 2 of (12, 151936, 12)[..., ::2] bfloat16 took
 //    32.6 against 20.6), nor for Welford's and logsumexp's groups (var over dims 1 and 3 of (32,
 //    16, 1024, 64) bfloat16 35.2 against 27.0);
-//  - columns narrower than 128 bytes that are not dense slabs, of up to 128 rows: argmax over
-//    dim 3 of (28, 128, 77, 16).permute(2, 1, 3, 0) float32 53.8 -> 9.6 (16.6); any over dim 0
-//    of (64, 1000, 5, 16)[:, :, ::3] int32 9.7 -> 4.1 (torch 3.7). Columns of 4096 rows were
-//    six times slower: each team's loads a column apart.
+//  - columns narrower than 128 bytes that are not dense slabs, of up to 128 rows, adjacent
+//    results adjacent in memory: argmax over dim 3 of (28, 128, 77, 16).permute(2, 1, 3, 0)
+//    float32 53.8 -> 9.6 (16.6); any over dim 0 of (64, 1000, 5, 16)[:, :, ::3] int32 9.7 -> 4.1
+//    (torch 3.7). Columns of 4096 rows were six times slower (each team's loads a column
+//    apart), and so were results apart in memory: aminmax over dim -1 of (128, 2048,
+//    40).transpose(0, 2) int16 10.5 -> 55.4, argmax over dim -1 of a channels_last (197, 64,
+//    77, 56) uint8 130 -> 232 (random shapes, seeds 52361 and 31337).
 template <class R>
 bool small_beats_passes(const ReduceArgs& a) {
   const IndexedLayout& x = a.indexed;
   const Layout3& l = a.layout;
   if (x.outputs < 2048 || x.count > 16384) return false;
   if (l.combine > 1) return !kGroupRows<R> && x.reduced.runs > 0 && x.reduced.in[x.reduced.runs - 1] == 1;
+  const bool adjacent = x.kept.runs > 0 && x.kept.in[x.kept.runs - 1] == 1;
   SlabShape slabs;
-  return x.count <= 128 && l.inner > 1 && l.inner * int64_t(sizeof(typename R::In)) < 128 &&
+  return adjacent && x.count <= 128 && l.inner > 1 && l.inner * int64_t(sizeof(typename R::In)) < 128 &&
          !slab_shape<R>(l, a.in, a.sm_count, &slabs);
 }
 
@@ -1814,7 +1818,11 @@ cudaError_t run_combined(const ReduceArgs& a, size_t* workspace_bytes) {
 // across had a 7-output row each, mostly idle. Read as k consecutive rows a row instead, k *
 // inner outputs of partials combined k at a time (combine = k, run_combined): k the power of two
 // dividing the rows that makes a row of 1024 bytes or more (up to 1024 rows), at least 256 rows
-// left. Not for positions (a partial's are in its own rows).
+// left. In CUDA graphs, H200, us: mean over dims 0-2 of (77, 4096, 32, 3).transpose(1, 0)
+// bfloat16 69 -> 20.7 (torch 30.8); mean over dims 0-1 of (2048, 4096, 7).transpose(0, 1) float32
+// 123 -> 61.8 (torch 63.6). From 4 MiB: the combine kernel cost more than it saved on nansum over
+// dims 0-1 of (8192, 7, 8) bfloat16 (0.9 MB, 4.50 -> 5.36). Not for positions (a partial's are
+// in its own rows).
 template <class R>
 bool fold_interleaved(const Layout3& l, Layout3* out) {
   if constexpr (is_indexed_v<typename R::Op>) {
@@ -1822,7 +1830,7 @@ bool fold_interleaved(const Layout3& l, Layout3* out) {
   } else {
     constexpr int64_t kSize = sizeof(typename R::In);
     if (l.combine != 1 || l.outer != 1 || l.inner < 2 || l.inner * kSize >= 128 || l.in_inner != 1 ||
-        l.out_inner != 1 || l.in_reduced != l.inner)
+        l.out_inner != 1 || l.in_reduced != l.inner || l.reduced * l.inner * kSize < (int64_t(4) << 20))
       return false;
     int64_t k = 1;
     while (k < 1024 && k * l.inner * kSize < 1024 && l.reduced % (2 * k) == 0 && l.reduced / (2 * k) >= 256) k *= 2;
