@@ -48,6 +48,9 @@ struct RunIndex {
     ++runs;
     return true;
   }
+  // Whether the innermost run is contiguous in the input (rows, for reduced runs; adjacent
+  // results adjacent in memory, for kept runs).
+  bool innermost_contiguous() const { return runs > 0 && in[runs - 1] == 1; }
   int64_t count() const {
     int64_t c = 1;
     for (int k = 0; k < runs; ++k) c *= size[k];

@@ -1366,7 +1366,8 @@ cudaError_t run_rows(const ReduceArgs& a, const Sink& result, size_t* workspace_
   // Dense slabs where their blocks' loads are one run of memory; else tiles, a word a row where
   // rows are aligned words (H200, us: amax over rows of 8 uint8 of (2^20, 8) slabs 6.7, tiles of
   // words 12.7; through two outer runs, (14336, 77, 8), slabs 19.1, tiles of words 14.9).
-  if (l.reduced <= kTileReduced && !(whole_rows_loads<R>(l, x) > 0)) {
+  const bool whole_rows = whole_rows_loads<R>(l, x) > 0;  // whole_rows_kernel's (below)
+  if (l.reduced <= kTileReduced && !whole_rows) {
     SlabShape slabs;
     if (slab_shape<R>(l, x, a.sm_count, &slabs) && (slabs.linear || tile_word<R>(l, x) == 0))
       return run_slabs<R>(a, result, slabs, workspace_bytes);
@@ -1376,7 +1377,7 @@ cudaError_t run_rows(const ReduceArgs& a, const Sink& result, size_t* workspace_
   // to 16 vectors a row, four from 32 (float32 rows of 128: 8 lanes x 4 loads 5.41 / 14.55 us,
   // 16 x 2 5.8 / 14.5; rows of 64 vectors: 16 x 4 5.45 / 14.55, 8 x 8 5.7 / 14.7).
   if constexpr (kWholeRows<R>) {
-    if (whole_rows_loads<R>(l, x) > 0) {
+    if (whole_rows) {
       const int lanes = int(loads <= 2 ? 1 : loads <= 16 ? loads / 2 : loads / 4);
       const int64_t blocks = ceil_div(l.outer, int64_t(kRowsBlock / lanes));
       if (blocks <= kMaxGridX) {
@@ -1618,12 +1619,12 @@ template <class R>
 bool small_reaches(const IndexedLayout& l, bool whole_rows) {
   const int64_t n = l.outputs * l.count;
   if (n <= kSmallElements) return l.count <= kSmallCount;
-  const bool rows = l.reduced.runs > 0 && l.reduced.in[l.reduced.runs - 1] == 1;
+  const bool rows = l.reduced.innermost_contiguous();
   if (rows && whole_rows) return false;
   if (rows)
     return l.outputs <= 1024 && l.count <= 16384 &&
            n <= (l.outputs <= 256 && sizeof(typename R::In) <= 4 ? int64_t(1) << 20 : int64_t(1) << 19);
-  const bool adjacent = l.kept.runs > 0 && l.kept.in[l.kept.runs - 1] == 1;
+  const bool adjacent = l.kept.innermost_contiguous();
   return adjacent && (l.count <= 32 || (l.outputs <= 128 && l.count <= int64_t(kSmallBlock) * kSmallLoads)) &&
          n <= (int64_t(1) << 19);
 }
@@ -1649,8 +1650,8 @@ bool small_beats_passes(const ReduceArgs& a) {
   const IndexedLayout& x = a.indexed;
   const Layout3& l = a.layout;
   if (x.outputs < 2048 || x.count > 16384) return false;
-  if (l.combine > 1) return !kGroupRows<R> && x.reduced.runs > 0 && x.reduced.in[x.reduced.runs - 1] == 1;
-  const bool adjacent = x.kept.runs > 0 && x.kept.in[x.kept.runs - 1] == 1;
+  if (l.combine > 1) return !kGroupRows<R> && x.reduced.innermost_contiguous();
+  const bool adjacent = x.kept.innermost_contiguous();
   SlabShape slabs;
   return adjacent && x.count <= 128 && l.inner > 1 && l.inner * int64_t(sizeof(typename R::In)) < 128 &&
          !slab_shape<R>(l, a.in, a.sm_count, &slabs);
