@@ -202,7 +202,36 @@ PLAN_CASES = [
     Case("argmax", [28, 32, 77, 16], "permute", [2, 1, 3, 0], 3, "float32"),
     Case("any", [64, 200, 5, 16], "slice", [2, 3], 0, "int32"),
     Case("aminmax", [128, 256, 40], "transpose", [0, 2], -1, "int16"),
+    # kept dims expanded with stride 0: reduced at index 0, the results copied along (CUDA)
+    Case("var", [64, 64, 1, 7], "expand", [2, 32], -1, "float16"),
+    Case("var", [4, 1, 40], "expand", [1, 2048], 0, "float32"),
+    Case("argmax", [64, 1, 32, 3], "expand", [1, 64], -1, "bfloat16"),
+    Case("var_mean", [256, 1, 5], "expand", [1, 512], -1, "float32"),
 ]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_kept_expanded_dims_repeat_one_reduction(device):
+    # Two kept dims of stride 0 (64 and 128 copies), reduced dims before, between and after them,
+    # keepdim both ways: on CUDA the kernels reduce index 0 of each into a result of the distinct
+    # values, which is then copied along both; every result must still be torch's.
+    gen, seed = fresh_generator(device)
+    x = torch.randn(3, 1, 7, 1, 8, generator=gen, device=device).expand(3, 64, 7, 128, 8)  # 2^16+ results
+    for keepdim in (False, True):
+        for dim in ([2], [0, 2], [4]):
+            want = x.double().sum(dim, keepdim=keepdim)
+            got = torch_reduce.sum(x, dim, keepdim=keepdim)
+            assert got.shape == want.shape, (dim, keepdim, seed)
+            torch.testing.assert_close(got.double(), want, rtol=1e-5, atol=1e-5, msg=f"sum {dim} seed {seed}")
+            var, mean = torch_reduce.var_mean(x, dim, keepdim=keepdim)
+            want_var, want_mean = torch.var_mean(x.double(), dim, keepdim=keepdim)
+            torch.testing.assert_close(var.double(), want_var, rtol=1e-4, atol=1e-5, msg=f"var {dim} seed {seed}")
+            torch.testing.assert_close(mean.double(), want_mean, rtol=1e-5, atol=1e-5, msg=f"mean {dim} seed {seed}")
+        for d in (0, 2, 4):
+            values, indices = torch_reduce.max(x, d, keepdim=keepdim)
+            want_values, want_indices = x.max(d, keepdim=keepdim)
+            assert torch.equal(values, want_values) and torch.equal(indices, want_indices), (d, keepdim, seed)
+            assert torch.equal(torch_reduce.argmin(x, d, keepdim=keepdim), x.argmin(d, keepdim=keepdim)), (d, seed)
 
 
 @pytest.mark.parametrize("device", DEVICES)

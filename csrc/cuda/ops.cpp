@@ -86,7 +86,10 @@ at::Tensor run(const Prepared& p) {
   args.types = p.types;
   // argmax and argmin: positions only (the kernels skip a null value pointer).
   const bool positions_only = p.is_auto && (p.op == ReduceOp::ArgMax || p.op == ReduceOp::ArgMin);
-  args.out = positions_only ? nullptr : p.out.mutable_data_ptr();
+  // Kept dims expanded in the input: the distinct results first (plan_layout).
+  const at::Tensor& out = p.distinct.defined() ? p.distinct : p.out;
+  const at::Tensor& out2 = p.distinct.defined() ? p.distinct2 : p.out2;
+  args.out = positions_only ? nullptr : out.mutable_data_ptr();
   const c10::cuda::CUDAStream stream = at::cuda::getCurrentCUDAStream();
   args.stream = stream.stream();
   args.sm_count = props->multiProcessorCount;
@@ -95,7 +98,7 @@ at::Tensor run(const Prepared& p) {
   args.layout = p.layout;
   args.indexed = p.indexed;
   args.project = p.project;
-  if (p.out2.defined()) args.out2 = p.out2.mutable_data_ptr();
+  if (out2.defined()) args.out2 = out2.mutable_data_ptr();
   const auto launch = [&](size_t* workspace_bytes) {
     return p.is_auto ? launch_reduce(args, workspace_bytes)
                      : launch_sum(static_cast<Variant>(p.variant), args, workspace_bytes);
@@ -118,6 +121,10 @@ at::Tensor run(const Prepared& p) {
     }
   }
   C10_CUDA_CHECK(launch(nullptr));
+  if (p.distinct.defined()) {
+    if (!positions_only) p.out.copy_(p.distinct.expand_as(p.out));
+    if (p.out2.defined()) p.out2.copy_(p.distinct2.expand_as(p.out2));
+  }
   return p.out;
 }
 
