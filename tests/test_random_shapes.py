@@ -207,6 +207,14 @@ PLAN_CASES = [
     Case("var", [4, 1, 40], "expand", [1, 2048], 0, "float32"),
     Case("argmax", [64, 1, 32, 3], "expand", [1, 64], -1, "bfloat16"),
     Case("var_mean", [256, 1, 5], "expand", [1, 512], -1, "float32"),
+    # maps (a reduced dim of size 1) along inner, one run and several (map_kernel)
+    Case("var", [64, 1, 3, 4096], "transpose", [1, 2], [2], "float16"),
+    Case("amax", [64, 2, 4096], "slice", [1, 2], 1, "float32"),
+    Case("argmax", [16, 2, 3000], "slice", [1, 2], 1, "bfloat16"),
+    # results transposed against the slabs, up to 4 a slab (slab_kernel)
+    Case("sum", [4096, 80, 3], "permute", [2, 0, 1], -1, "int32"),
+    Case("mean", [2048, 40, 4], "permute", [2, 0, 1], -1, "bfloat16"),
+    Case("argmin", [1000, 9, 2], "permute", [2, 0, 1], -1, "float16"),
 ]
 
 

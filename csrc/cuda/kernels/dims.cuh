@@ -8,6 +8,8 @@
 //    (small_beats_passes: several reduced runs the innermost contiguous, narrow columns of up
 //    to 128 rows that are not dense slabs, adjacent results adjacent in memory);
 //  - full reduction of a contiguous run: the vector kernel (vector.cuh);
+//  - maps (one element a result) whose input and result run together along inner: several
+//    elements a thread (map_kernel);
 //  - several reduced runs (Layout3::combine): one pass over the longest run into partials, then
 //    a second kernel combines each result's partials (run_combined); also a few results
 //    interleaved in one long run, read as rows of k results each (fold_interleaved);
@@ -1035,6 +1037,41 @@ transpose_tile_kernel(const typename R::In* x, Layout3 l, int64_t inner_tiles, S
   }
 }
 
+// Reductions over one element a result (a reduced dim of size 1) whose input and result both
+// run along inner: a map. Each thread takes kMapLoads elements kMapBlock apart, every load
+// issued before any is used; the outer index steps in y. The columns kernel took such layouts
+// with its threads down a reduced dim of one: var over the size-1 dim of (64, 1, 3,
+// 151936).transpose(1, 2) float16 117 us, 80 registers, 13% of DRAM's peak (ncu, H200); this
+// kernel 94 us, still a third of torch.compile's speed (29.5; not profiled yet).
+inline constexpr int kMapBlock = 256;
+inline constexpr int kMapLoads = 8;
+template <class R>
+__global__ void __launch_bounds__(kMapBlock)
+map_kernel(const typename R::In* x, Layout3 l, Sink out) {
+  using Op = typename R::Op;
+  using In = typename R::In;
+  const int64_t i0 = int64_t(blockIdx.x) * (kMapBlock * kMapLoads) + threadIdx.x;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  cudaGridDependencySynchronize();
+  cudaTriggerProgrammaticLaunchCompletion();
+#endif
+  for (int64_t o = blockIdx.y; o < l.outer; o += gridDim.y) {
+    const In* p = x + l.outer_in(o);
+    const int64_t at = l.outer_out(o);
+    In e[kMapLoads];
+#pragma unroll
+    for (int u = 0; u < kMapLoads; ++u) e[u] = i0 + u * kMapBlock < l.inner ? p[i0 + u * kMapBlock] : In();
+#pragma unroll
+    for (int u = 0; u < kMapLoads; ++u) {
+      if (i0 + u * kMapBlock < l.inner) {
+        auto acc = Op::identity();
+        element_into<R>(acc, e[u], 0);
+        store_acc<Op>(out, at + i0 + u * kMapBlock, acc);
+      }
+    }
+  }
+}
+
 // Dense slabs: each outer index's elements are one contiguous [reduced][inner] block of S =
 // reduced * inner elements (rows not whole vectors, short columns, columns narrower than a few
 // sectors). A block copies G whole slabs into shared memory with coalesced loads (16-byte ones
@@ -1149,8 +1186,12 @@ bool slab_shape(const Layout3& l, const void* in, int sm_count, SlabShape* shape
   const int64_t S = l.reduced * l.inner;
   if (!dense || l.combine != 1 || S * kSize > kSlabBytes || l.outer >= INT32_MAX) return false;
   // Results transposed against the input: the slabs' stores would be a result apart, where
-  // tile_kernel's lanes go along outer and store whole runs.
-  if (l.inner > 1 && tiles_transposed(l)) return false;
+  // tile_kernel's lanes go along outer and store whole runs. Not for up to 4 results a slab,
+  // whose stores are then up to 4 runs a warp, while tile_kernel's lanes each read a slab of
+  // their own (sum over dim -1 of (151936, 80, 3).permute(2, 0, 1) int32: the columns kernel,
+  // 151936 blocks of 3 x 80 elements at 70% of the SMs' issue, 374 us; slabs 50.5, torch.compile
+  // 55; H200, hot).
+  if (l.inner > 4 && tiles_transposed(l)) return false;
   SlabShape s{};
   s.slab = S;
   s.linear = l.outer_runs.runs <= 1 && (l.outer == 1 || l.in_outer == S);
@@ -1723,6 +1764,17 @@ cudaError_t run_layout(const ReduceArgs& a, const Sink& result, size_t* workspac
     }
   }
   if (l.inner == 1) return run_rows<R>(a, result, workspace_bytes);
+  // A map along inner (above), from a block's elements a row.
+  const int64_t map_blocks = ceil_div(l.inner, int64_t(kMapBlock * kMapLoads));
+  if (l.reduced == 1 && l.combine == 1 && l.in_inner == 1 && l.out_inner == 1 && l.inner >= kMapBlock * kMapLoads &&
+      map_blocks <= kMaxGridX) {
+    if (workspace_bytes) {
+      *workspace_bytes = 0;
+      return cudaSuccess;
+    }
+    return launch_dependent(map_kernel<R>, dim3(unsigned(map_blocks), unsigned(std::min<int64_t>(l.outer, 65535))),
+                            dim3(kMapBlock), a, static_cast<const In*>(a.in), l, result);
+  }
   // Indexed operators' accumulators are 16 bytes: 16 outputs a thread (1-byte inputs) spilled and
   // overflowed the block's shared memory (parked), so those read 8-byte vectors.
   constexpr int kV = 16 / sizeof(In) / (is_indexed_v<typename R::Op> && sizeof(In) == 1 ? 2 : 1);
