@@ -186,14 +186,20 @@ SumTypes plan_types(ReduceOp op, DType in, std::optional<at::ScalarType> dtype) 
   return plan_sum_types(in, out);
 }
 
+// The out strides of a contiguous result of the kept dims' sizes, in the input's dim order.
+void contiguous_out_strides(c10::SmallVector<DimInfo, kInlineDims>& dims) {
+  int64_t out_stride = 1;
+  for (int64_t i = int64_t(dims.size()) - 1; i >= 0; --i) {
+    dims[i].out_stride = dims[i].reduced ? 0 : out_stride;
+    if (!dims[i].reduced) out_stride *= dims[i].size;
+  }
+}
+
 c10::SmallVector<DimInfo, kInlineDims> dim_infos(const at::Tensor& x, const DimFlags& reduced) {
   const int64_t ndim = x.dim();
   c10::SmallVector<DimInfo, kInlineDims> dims(ndim);
-  int64_t out_stride = 1;  // the result is contiguous, in the input's dim order
-  for (int64_t i = ndim - 1; i >= 0; --i) {
-    dims[i] = {x.size(i), x.stride(i), reduced[i] ? 0 : out_stride, bool(reduced[i])};
-    if (!reduced[i]) out_stride *= x.size(i);
-  }
+  for (int64_t i = 0; i < ndim; ++i) dims[i] = {x.size(i), x.stride(i), 0, bool(reduced[i])};
+  contiguous_out_strides(dims);  // the result is contiguous, as torch's
   return dims;
 }
 
@@ -325,12 +331,7 @@ void plan_layout(Prepared& p, const at::Tensor& self, at::OptionalIntArrayRef di
       if (!reduced[i] || keepdim) ++at;
     }
     if (repeats) {
-      int64_t out_stride = 1;  // the distinct results, contiguous (as dim_infos')
-      for (int64_t i = ndim - 1; i >= 0; --i) {
-        if (reduced[i]) continue;
-        infos[i].out_stride = out_stride;
-        out_stride *= infos[i].size;
-      }
+      contiguous_out_strides(infos);  // of the distinct results
       p.distinct = at::empty(distinct_shape, p.out.options());
       if (p.out2.defined()) p.distinct2 = at::empty(distinct_shape, p.out2.options());
     }
