@@ -288,4 +288,27 @@ inline bool rows_in_result_order(const Layout3& l, Layout3* out) {
   return true;
 }
 
+// Results transposed against the input (inner's out stride not 1) reached through several outer
+// runs whose result-contiguous run (out stride 1) is not the last digit: the same reduction with
+// that run as the last outer digit, so that neighbouring outer indexes are neighbouring results
+// (tiles_transposed, cuda/kernels/dims.cuh). Sum over the size-1 dim 2 of (1, 31, 1024,
+// 3072).permute(3, 2, 0, 1) int16 has outer runs (31: out 1) and (1024: out 31) before inner
+// (3072: out 31744): in memory order, a kernel going along inner stored results 31744 apart.
+// False where there is no such run.
+inline bool outer_in_result_order(const Layout3& l, Layout3* out) {
+  const RunIndex& r = l.outer_runs;
+  if (l.inner == 1 || l.out_inner == 1 || l.combine != 1 || r.runs < 2 || r.out[r.runs - 1] == 1) return false;
+  int k = -1;
+  for (int q = 0; q < r.runs; ++q)
+    if (r.out[q] == 1 && r.size[q] > 1) k = q;
+  if (k < 0) return false;
+  Layout3 t = l;
+  t.outer_runs = RunIndex{};
+  for (int q = 0; q < r.runs; ++q)
+    if (q != k) t.outer_runs.add(r.size[q], r.in[q], r.out[q]);
+  t.outer_runs.add(r.size[k], r.in[k], r.out[k]);
+  *out = t;
+  return true;
+}
+
 }  // namespace treduce

@@ -215,6 +215,10 @@ PLAN_CASES = [
     Case("sum", [4096, 80, 3], "permute", [2, 0, 1], -1, "int32"),
     Case("mean", [2048, 40, 4], "permute", [2, 0, 1], -1, "bfloat16"),
     Case("argmin", [1000, 9, 2], "permute", [2, 0, 1], -1, "float16"),
+    # results transposed, their contiguous run not the last outer digit (outer_in_result_order)
+    Case("sum", [1, 31, 64, 3072], "permute", [3, 2, 0, 1], 2, "int16"),
+    Case("amin", [12, 16, 3, 4096], "transpose", [0, 3], 2, "int8"),
+    Case("var_mean", [6, 10, 4, 512], "transpose", [0, 3], 2, "float32"),
 ]
 
 

@@ -1764,6 +1764,14 @@ cudaError_t run_layout(const ReduceArgs& a, const Sink& result, size_t* workspac
     }
   }
   if (l.inner == 1) return run_rows<R>(a, result, workspace_bytes);
+  // Short reductions whose results are transposed against the input, the result-contiguous run
+  // not the last outer digit: that run last (layout.h), so that tiles go along the result.
+  Layout3 ordered;
+  if (l.reduced <= kTileReduced && outer_in_result_order(l, &ordered)) {
+    ReduceArgs t = a;
+    t.layout = ordered;
+    return run_layout<R>(t, result, workspace_bytes);
+  }
   // A map along inner (above), from a block's elements a row.
   const int64_t map_blocks = ceil_div(l.inner, int64_t(kMapBlock * kMapLoads));
   if (l.reduced == 1 && l.combine == 1 && l.in_inner == 1 && l.out_inner == 1 && l.inner >= kMapBlock * kMapLoads &&
