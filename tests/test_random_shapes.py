@@ -219,6 +219,17 @@ PLAN_CASES = [
     Case("sum", [1, 31, 64, 3072], "permute", [3, 2, 0, 1], 2, "int16"),
     Case("amin", [12, 16, 3, 4096], "transpose", [0, 3], 2, "int8"),
     Case("var_mean", [6, 10, 4, 512], "transpose", [0, 3], 2, "float32"),
+    # short reductions of results transposed against a contiguous inner run (transpose_tile_kernel):
+    # 4-element words of 1- and 2-byte inputs (not where the rows are not aligned to them), maps,
+    # positions, dense layouts (no slabs), inner and outer not multiples of the tile
+    Case("sum", [8, 2, 256, 96], "transpose", [1, 3], -1, "float32"),
+    Case("sum", [196, 1, 1000], "transpose", [0, 2], 1, "float32"),
+    Case("var", [112, 32, 37, 3], "channels_last", [], -1, "float32"),
+    Case("argmax", [12, 16, 3, 1000], "transpose", [0, 3], 2, "bfloat16"),
+    Case("sum", [1, 31, 64, 1000], "permute", [3, 2, 0, 1], 2, "int8"),
+    Case("amin", [12, 16, 3, 1001], "transpose", [0, 3], 2, "int16"),
+    Case("var_mean", [64, 3, 200], "transpose", [0, 2], 1, "float16"),
+    Case("mean", [128, 5, 512], "transpose", [0, 2], 1, "bfloat16"),
 ]
 
 

@@ -989,51 +989,86 @@ tile_kernel(const typename R::In* x, Layout3 l, int a_bits, bool a_is_outer, int
 inline bool tiles_transposed(const Layout3& l) { return l.out_inner != 1 && l.outer > 1 && l.outer_out(1) == 1; }
 
 // Short reductions whose result is transposed against the input, inner contiguous in the input
-// (in_inner == 1) and outer in the result: a block reduces a 32 x 32 tile of outputs with its
-// lanes along inner (each load a run of the input), the accumulators through shared memory,
-// and stores them with its lanes along outer (each store a run of the result). tile_kernel's
-// lanes along outer read 32 sectors a load and relied on L1 for the rest of each. H200, CUDA
-// graphs, us, tile_kernel -> this: amax over dim 0 of (8, 1023, 40, 96).transpose(2, 3) int32
-// 130.0 -> 59.6 (torch.compile 77, torch 123); amax over dim -1 of (12, 77, 5120).transpose(2,
-// 0) float16 22.9 -> 11.2 (torch.compile 16.3).
+// (in_inner == 1) and outer in the result: a block reduces a tile of 32 * kV inner x 32 outer
+// outputs with its lanes along inner (kV elements a lane, one load where aligned), the
+// accumulators through shared memory, and stores them with its lanes along outer (each store a
+// run of the result). The tile's 32 outer offsets are worked out once, into shared memory, and
+// each thread's 4 rows' loads are in flight together: the first version of this kernel divided
+// for every row and loaded one row at a time, ran issue-bound (SM 86%, DRAM 14%, ncu) and took
+// 218 us for a float32 sum over the dim of 2 of (8, 2048, 1024, 2) (transposed from (8, 2, 1024,
+// 2048); 66 us now, torch.compile 49). Over one element a result (a transposed map) it is also
+// the kernel: int16 sum over the size-1 dim of (1, 31, 1024, 3072).permute(3, 2, 0, 1) 1657 ->
+// 280 us (torch.compile 279); the tile kernel's lanes along outer read 32 sectors a load. (H200,
+// CUDA graphs.)
 inline constexpr int kTransposeTile = 32;
+inline constexpr int kTransposeRows = 4;  // rows (outer indexes) a thread: 8 warps x 4 = 32
+template <class R>
+inline constexpr int kTransposeV = sizeof(typename R::In) <= 2 && sizeof(typename R::Acc) <= 8 ? 4 : 1;
+
+template <int kBytes>
+using LoadWord = std::conditional_t<kBytes == 16, uint4,
+                 std::conditional_t<kBytes == 8, uint2, std::conditional_t<kBytes == 4, unsigned, unsigned short>>>;
+
 template <class R>
 __global__ void __launch_bounds__(kTileBlock)
-transpose_tile_kernel(const typename R::In* x, Layout3 l, int64_t inner_tiles, Sink out) {
+transpose_tile_kernel(const typename R::In* x, Layout3 l, int64_t inner_tiles, bool words, Sink out) {
   using Op = typename R::Op;
   using In = typename R::In;
   using Acc = typename R::Acc;
-  constexpr int kT = kTransposeTile, kRows = kTileBlock / kT;  // 8 warps, 4 outputs a thread
-  __shared__ alignas(16) unsigned char raw[kT * (kT + 1) * sizeof(Acc)];
+  constexpr int kV = kTransposeV<R>, kO = kTransposeTile, kI = kTransposeTile * kV;
+  constexpr int kRows = kTileBlock / kTransposeTile;  // 8 warps
+  static_assert(kRows * kTransposeRows == kO, "a block's warps times its rows cover the tile's outer");
+  __shared__ alignas(16) unsigned char raw[kO * (kI + 1) * sizeof(Acc)];
+  __shared__ int64_t in_at[kO], out_at[kO];
   Acc* tile = reinterpret_cast<Acc*>(raw);
-  const int tx = int(threadIdx.x) % kT, ty = int(threadIdx.x) / kT;
-  const int64_t i0 = int64_t(blockIdx.x % inner_tiles) * kT, o0 = int64_t(blockIdx.x / inner_tiles) * kT;
+  const int tx = int(threadIdx.x) % kTransposeTile, ty = int(threadIdx.x) / kTransposeTile;
+  const int64_t i0 = int64_t(blockIdx.x % inner_tiles) * kI, o0 = int64_t(blockIdx.x / inner_tiles) * kO;
+  if (threadIdx.x < kO) {  // before the wait: the layout only
+    const int64_t o = o0 + threadIdx.x;
+    in_at[threadIdx.x] = o < l.outer ? l.outer_in(o) : 0;
+    out_at[threadIdx.x] = o < l.outer ? l.outer_out(o) : 0;
+  }
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   cudaGridDependencySynchronize();
   cudaTriggerProgrammaticLaunchCompletion();
 #endif
-  const int64_t i = i0 + tx;
-#pragma unroll
-  for (int k = 0; k < kT / kRows; ++k) {
-    const int64_t o = o0 + ty + k * kRows;
-    auto acc = Op::identity();
-    if (o < l.outer && i < l.inner) {
-      const In* p = x + l.outer_in(o) + i;
-      In e[kTileReduced];
-#pragma unroll
-      for (int r = 0; r < kTileReduced; ++r) e[r] = r < l.reduced ? p[r * l.in_reduced] : In();
-#pragma unroll
-      for (int r = 0; r < kTileReduced; ++r)
-        if (r < l.reduced) element_into<R>(acc, e[r], r);
-    }
-    tile[(ty + k * kRows) * (kT + 1) + tx] = acc;
-  }
   __syncthreads();
-  const int64_t o = o0 + tx;
+  const int64_t i = i0 + tx * kV, left = l.inner - i;  // this lane's elements that exist: min(kV, left)
+  Acc acc[kTransposeRows][kV];
 #pragma unroll
-  for (int k = 0; k < kT / kRows; ++k) {
-    const int64_t at = i0 + ty + k * kRows;
-    if (o < l.outer && at < l.inner) store_acc<Op>(out, l.outer_out(o) + at * l.out_inner, tile[tx * (kT + 1) + ty + k * kRows]);
+  for (int k = 0; k < kTransposeRows; ++k)
+#pragma unroll
+    for (int v = 0; v < kV; ++v) acc[k][v] = Op::identity();
+  for (int64_t r = 0; r < l.reduced; ++r) {
+    In e[kTransposeRows][kV];
+#pragma unroll
+    for (int k = 0; k < kTransposeRows; ++k) {
+      const bool row = o0 + ty + k * kRows < l.outer;
+      const In* p = x + in_at[ty + k * kRows] + r * l.in_reduced + i;
+      if (kV > 1 && words && row && left >= kV) {
+        const auto w = __ldg(reinterpret_cast<const LoadWord<kV * int(sizeof(In))>*>(p));
+        memcpy(&e[k][0], &w, sizeof(w));
+      } else {
+#pragma unroll
+        for (int v = 0; v < kV; ++v) e[k][v] = row && v < left ? p[v] : In();
+      }
+    }
+#pragma unroll
+    for (int k = 0; k < kTransposeRows; ++k)
+#pragma unroll
+      for (int v = 0; v < kV; ++v)
+        if (o0 + ty + k * kRows < l.outer && v < left) element_into<R>(acc[k][v], e[k][v], r);
+  }
+#pragma unroll
+  for (int k = 0; k < kTransposeRows; ++k)
+#pragma unroll
+    for (int v = 0; v < kV; ++v) tile[(ty + k * kRows) * (kI + 1) + tx * kV + v] = acc[k][v];
+  __syncthreads();
+#pragma unroll
+  for (int q = 0; q < kI / kRows; ++q) {  // lanes along outer: warp ty stores inner ty, ty + 8, ...
+    const int64_t at = i0 + ty + q * kRows;
+    if (o0 + tx < l.outer && at < l.inner)
+      store_acc<Op>(out, out_at[tx] + at * l.out_inner, tile[tx * (kI + 1) + ty + q * kRows]);
   }
 }
 
@@ -1285,17 +1320,18 @@ cudaError_t run_tiles(const ReduceArgs& a, const Sink& result, size_t* workspace
   }
   const Layout3& l = a.layout;
   const bool a_is_outer = l.inner == 1 || tiles_transposed(l);
-  // Transposed results of a contiguous inner run, a tile of each at least: through shared memory.
-  // Not over one element a result, where it measured slower than tile_kernel's words (H200, us,
-  // CUDA graphs: float32 sum over the size-1 dim of (196, 1, 49152).transpose(0, 2) 114.9 against
-  // 94.5, of a channels_last (1, 256, 5, 1024) 16.8 against 11.1; torch.compile ~31 on the first,
-  // so the map case wants a kernel of its own).
-  if (l.reduced > 1 && tiles_transposed(l) && l.in_inner == 1 && l.inner >= kTransposeTile && l.outer >= kTransposeTile) {
-    const int64_t inner_tiles = ceil_div(l.inner, int64_t(kTransposeTile));
+  // Transposed results of a contiguous inner run, a tile of each at least: through shared memory,
+  // whole words of kV elements where every row's start is aligned to them.
+  if (tiles_transposed(l) && l.in_inner == 1 && l.inner >= kTransposeTile && l.outer >= kTransposeTile) {
+    using In = typename R::In;
+    constexpr int64_t kV = kTransposeV<R>;
+    const int64_t inner_tiles = ceil_div(l.inner, kTransposeTile * kV);
     const int64_t blocks = inner_tiles * ceil_div(l.outer, int64_t(kTransposeTile));
+    const bool words = kV > 1 && reinterpret_cast<uintptr_t>(a.in) % (kV * sizeof(In)) == 0 &&
+                       l.outer_strides_multiple_of(kV) && (l.reduced == 1 || l.in_reduced % kV == 0);
     if (blocks <= kMaxGridX)
       return launch_dependent(transpose_tile_kernel<R>, dim3(unsigned(blocks)), dim3(kTileBlock), a,
-                              static_cast<const typename R::In*>(a.in), l, inner_tiles, result);
+                              static_cast<const In*>(a.in), l, inner_tiles, words, result);
   }
   const int64_t nA = a_is_outer ? l.outer : l.inner, nB = a_is_outer ? l.inner : l.outer;
   // 32 x 8 tiles; fewer than 8 outputs along B (rows: one) give A the rest of the block.
@@ -1807,6 +1843,13 @@ cudaError_t run_layout(const ReduceArgs& a, const Sink& result, size_t* workspac
   const bool dense = slab_shape<R>(l, a.in, a.sm_count, &slabs);
   const bool narrow = dense && l.inner * int64_t(sizeof(In)) < 128;
   if (narrow) return run_slabs<R>(a, result, slabs, workspace_bytes);
+  // Short reductions of results transposed against the input, a tile of them at least each way:
+  // transpose_tile_kernel (in run_tiles), dense or not. Slabs store such results one by one,
+  // far apart (var over the dim of 3 of a channels_last (112, 32, 197, 3) float32: 16.7 us in
+  // slabs, torch.compile 3.1).
+  if (l.reduced <= kTileReduced && tiles_transposed(l) && l.in_inner == 1 && l.inner >= kTransposeTile &&
+      l.outer >= kTransposeTile)
+    return run_tiles<R>(a, result, workspace_bytes);
   // Also short columns whose V outputs a thread hold 64 bytes of accumulators or more (positions'
   // 16 bytes, min-max pairs of 2-byte inputs): the columns kernel parks them in shared memory
   // and ran at an eighth of DRAM's peak (in CUDA graphs, H200, us: argmax over dim 1 of (49152,
