@@ -131,3 +131,69 @@ def test_float64_whole_sums_keep_what_partials_lose(n):
         want = math.fsum(x.tolist())
         assert torch_reduce.sum(x).item() == want, f"n={n} seed {seed}"
         assert torch_reduce.mean(x).item() == want / n, f"n={n} seed {seed}"
+
+
+def _float16_rounding_pairs(seed):
+    # Every float16 value (NaN and the infinities among them) beside a random one: their float
+    # sums round into float16 at every exponent, subnormal, past the range, and to even on ties.
+    gen = torch.Generator().manual_seed(seed)
+    every = torch.arange(-32768, 32768, dtype=torch.int32).to(torch.int16).view(torch.float16)
+    other = every[torch.randperm(every.numel(), generator=gen)]
+    return torch.stack([every, other])
+
+
+def _float16_rounding_check(seed):
+    x = _float16_rounding_pairs(seed)
+    problems = []
+    for name, ours, theirs in (("sum", torch_reduce.sum(x, 0), x.sum(0)), ("mean", torch_reduce.mean(x, 0), x.mean(0)),
+                               ("amax", torch_reduce.amax(x, 0), x.amax(0))):
+        nan = theirs.isnan()
+        if not torch.equal(ours.isnan(), nan) or not torch.equal(ours[~nan].view(torch.int16), theirs[~nan].view(torch.int16)):
+            problems.append(name)
+    return problems
+
+
+@pytest.mark.parametrize("isa", ["this CPU's", "base"])
+def test_float16_results_round_as_torch(isa):
+    """float16 results (sum_simd's f16_from_f32: F16C where the CPU has it) bit for bit as torch
+    rounds them, on this CPU's build and the baseline's."""
+    _, seed = fresh_generator("cpu")
+    if isa == "base":
+        here = os.path.dirname(os.path.abspath(__file__))
+        script = f"import sys; sys.path.insert(0, {here!r}); from test_cpu_sum import _float16_rounding_check as c; print(c({seed}))"
+        out = subprocess.run([sys.executable, "-c", script], check=True, capture_output=True, text=True,
+                             env=dict(os.environ, TREDUCE_CPU_ISA="base")).stdout
+        assert out.strip() == "[]", f"seed {seed}: {out}"
+    else:
+        assert _float16_rounding_check(seed) == [], f"seed {seed}"
+
+
+def _cascade_columns(x, nan_as_zero):
+    # The order the CPU adds columns in (up to 256 rows, one segment): each group of 16 rows
+    # summed in float from 0, row by row, and the groups' sums added in turn to 0.
+    x = x.to(torch.float64 if x.dtype == torch.float64 else torch.float32)
+    if nan_as_zero:
+        x = torch.where(x.isnan(), torch.zeros_like(x), x)
+    acc = torch.zeros_like(x[0])
+    for r1 in range(0, x.shape[0], 16):
+        low = torch.zeros_like(x[0])
+        for r in range(r1, min(r1 + 16, x.shape[0])):
+            low = low + x[r]
+        acc = acc + low
+    return acc
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16, torch.float64], ids=str)
+def test_column_sums_add_in_the_cascade_order(dtype):
+    """Sums and nansums over dim 0 (sum_simd's columns kernels on both builds) bit for bit as the
+    cascade adds them, rows 1 to 256 (one segment), widths off the vectors' multiples."""
+    gen, seed = fresh_generator("cpu")
+    for rows, width in ((1, 37), (7, 4099), (16, 33), (17, 5003), (200, 130), (256, 1027)):
+        x = torch.randn(rows, width, generator=gen).to(dtype)
+        y = x.clone()
+        y.view(-1)[::5] = float("nan")
+        got = torch_reduce.sum(x, 0)
+        assert torch.equal(got, _cascade_columns(x, False).to(dtype)), f"sum {rows}x{width} seed {seed}"
+        got = torch_reduce.nansum(y, 0)
+        want = _cascade_columns(y, True).to(dtype)
+        assert torch.equal(got, want), f"nansum {rows}x{width} seed {seed}"

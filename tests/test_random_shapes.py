@@ -230,6 +230,13 @@ PLAN_CASES = [
     Case("amin", [12, 16, 3, 1001], "transpose", [0, 3], 2, "int16"),
     Case("var_mean", [64, 3, 200], "transpose", [0, 2], 1, "float16"),
     Case("mean", [128, 5, 512], "transpose", [0, 2], 1, "bfloat16"),
+    # CPU: short rows through two outer runs in blocks along the last (17 rows: blocks end at
+    # the run's end), vector kernels and the loop; column sums of 16-bit floats (sum_simd)
+    Case("sum", [14, 17, 64, 32], "transpose", [0, 3], -4, "int64"),
+    Case("amax", [14, 17, 40], "transpose", [0, 2], 0, "float32"),
+    Case("sum", [14, 17, 9], "transpose", [0, 2], 0, "int32"),
+    Case("nansum", [12, 16, 17, 100], "contiguous", [], 0, "float16"),
+    Case("mean", [40, 3, 33], "contiguous", [], 0, "bfloat16"),
 ]
 
 

@@ -1010,6 +1010,79 @@ void nonzero_rows(const In* x, int64_t n, int64_t rows, int64_t ld, int64_t* out
   }
 }
 
+// TypeKernels::sum_columns, nansum_columns (L: NanAsZero).
+template <class L, class S = std::remove_reference_t<decltype(typename L::V{}[0])>>
+void sum_columns(const typename L::In* x, int64_t ld, int64_t rows, int64_t width, S* out) {
+  using V = typename L::V;
+  using In = typename L::In;
+  constexpr int kW = int(sizeof(V) / sizeof(S)), kVecs = 128 / kBytes;  // 128 bytes of sums a block
+  constexpr int64_t kStep = 16;
+  std::fill(out, out + width, S(0));
+  const int64_t whole = width / kW * kW;
+  for (int64_t r1 = 0; r1 < rows; r1 += kStep) {
+    const int64_t m = std::min(kStep, rows - r1);
+    const In* g = x + r1 * ld;
+    const auto block = [&](int64_t j, auto vecs) {
+      constexpr int kN = decltype(vecs)::value;
+      V lo[kN];
+      for (V& v : lo) v = V{};
+      for (int64_t r = 0; r < m; ++r)
+        for (int k = 0; k < kN; ++k) lo[k] += L::load(g + r * ld + j + k * kW);
+      for (int k = 0; k < kN; ++k) {
+        V acc = load_as<V>(out + j + k * kW);
+        acc += lo[k];
+        std::memcpy(out + j + k * kW, &acc, sizeof acc);
+      }
+    };
+    int64_t j = 0;
+    for (; j + kVecs * kW <= whole; j += kVecs * kW) block(j, std::integral_constant<int, kVecs>{});
+    for (; j < whole; j += kW) block(j, std::integral_constant<int, 1>{});
+    if (whole < width) {  // the last columns, fewer than a vector, from a zero-padded copy of each row
+      V lo{};
+      for (int64_t r = 0; r < m; ++r) {
+        In pad[kW] = {};
+        std::memcpy(pad, g + r * ld + whole, (width - whole) * sizeof(In));
+        lo += L::load(pad);
+      }
+      for (int64_t c = 0; c < width - whole; ++c) out[whole + c] += lo[c];
+    }
+  }
+}
+
+// SumKernels::f16_from_f32. One element: the float is scaled so that its own addition to a
+// power of two rounds it to the half's precision (the FP16 library's conversion, as c10's);
+// branch-free, so that the baseline build's loop vectorises too. AVX2 builds: F16C's
+// conversion with round-to-nearest-even, the same bits.
+[[gnu::always_inline]] inline uint16_t f16_bits(float f) {
+  uint32_t w;
+  std::memcpy(&w, &f, sizeof w);
+  const uint32_t twice = w + w, sign = w & 0x80000000u;
+  float a;
+  const uint32_t abs = w & 0x7fffffffu;
+  std::memcpy(&a, &abs, sizeof a);
+  float base = (a * 0x1.0p+112f) * 0x1.0p-110f;  // past the range: infinity
+  uint32_t bias = twice & 0xff000000u;
+  bias = bias < 0x71000000u ? 0x71000000u : bias;  // subnormal halves: a fixed exponent
+  const uint32_t scale_bits = (bias >> 1) + 0x07800000u;
+  float scale;
+  std::memcpy(&scale, &scale_bits, sizeof scale);
+  base = scale + base;
+  uint32_t bits;
+  std::memcpy(&bits, &base, sizeof bits);
+  const uint32_t nonsign = ((bits >> 13) & 0x7c00u) + (bits & 0x0fffu);
+  return uint16_t((sign >> 16) | (twice > 0xff000000u ? 0x7e00u : nonsign));
+}
+
+inline void f16_from_f32(const float* x, int64_t n, uint16_t* out) {
+  int64_t i = 0;
+#if TREDUCE_SIMD_AVX2
+  for (; i + 8 <= n; i += 8)
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i),
+                     _mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+#endif
+  for (; i < n; ++i) out[i] = f16_bits(x[i]);
+}
+
 // A type's table: L loads its sums' elements, LE its extrema's (int64 sums wrap in unsigned
 // lanes; its extrema compare signed ones); the sums, nansum, sumsq and exact entries only where
 // given.
@@ -1023,6 +1096,8 @@ constexpr auto type_kernels(void (*exact)(const typename LE::In*, int64_t, Exact
     t.nansum = &Cascade<NanAsZero<L>>::template rows<S>;
     t.sumsq = &Cascade<Squared<L>>::template rows<S>;
     t.prod = &Product<L>::template rows<S>;
+    t.sum_columns = &sum_columns<L, S>;
+    t.nansum_columns = &sum_columns<NanAsZero<L>, S>;
   }
   t.exact = exact;
   t.extremum[0] = &extremum_rows<LE, 0>;
@@ -1054,5 +1129,6 @@ inline SumKernels kernels() {
   k.u8 = type_kernels<LoadU8, LoadU8, int64_t, false, false>(nullptr);
   k.f32_wide = &sum_f32_wide;
   k.f64_compensated = &sum_f64_compensated;
+  k.f16_from_f32 = &f16_from_f32;
   return k;
 }
