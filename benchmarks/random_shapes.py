@@ -295,14 +295,17 @@ def span_bytes(x: torch.Tensor) -> int:
 
 def plan_text(plan: dict) -> str:
     """torch_reduce.explain's layout in a few words: rows or columns, the sizes, outer runs, the
-    partials' combine, a copy."""
+    partials' combine, a copy; on CUDA, the kernels launched."""
     kind = "rows" if plan["inner"] == 1 else "columns"
     text = f"{kind} {plan['outer']}x{plan['reduced']}x{plan['inner']}"
     if plan["outer_runs"]:
         text += f" outer runs {len(plan['outer_runs'])}"
     if plan["combine"] > 1:
         text += f" combine {plan['combine']}"
-    return text + (" copy" if plan["copy"] else "")
+    text += " copy" if plan["copy"] else ""
+    if plan.get("plan"):
+        text += ": " + " + ".join(step["kernel"].removesuffix("_kernel") for step in plan["plan"]["steps"])
+    return text
 
 
 def precompile(args) -> None:
@@ -352,7 +355,7 @@ def run(args) -> dict:
             print(f"case {index}: {case.label()}: {problem}", file=sys.stderr)
             rows.append({"case": index, "label": case.label(), "error": problem})
             continue
-        row = {"case": index, "label": case.label(), "bytes": span_bytes(x), "plan": plan_text(torch_reduce.explain(x, case.dim))}
+        row = {"case": index, "label": case.label(), "bytes": span_bytes(x), "plan": plan_text(torch_reduce.explain(x, case.dim, case.op))}
         if device == "cuda":
             peers = [("torch", torch_fn)]
             try:

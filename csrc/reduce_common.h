@@ -2,6 +2,8 @@
 // that both reject the same inputs with the same messages and read the input the same way.
 #pragma once
 
+#include <string>
+
 #include <ATen/core/Tensor.h>
 #include <c10/core/Scalar.h>
 #include <c10/core/ScalarType.h>
@@ -108,6 +110,12 @@ at::Tensor exact_round_result(const at::Tensor& state, at::ScalarType dtype);
 DType dtype_of_scalar(at::ScalarType t);
 
 const char* op_name(ReduceOp op);
+
+namespace cuda {
+// torch_reduce.explain: the plan `auto` follows on the GPU for a prepared call, as JSON
+// (cuda/ops.cpp; CUDA builds only).
+std::string explain_cuda(const Prepared& p);
+}  // namespace cuda
 
 // One device's kernels of the ops, as TORCH_LIBRARY_IMPL registers them: for callers that
 // are already below the dispatcher's autograd and device keys (the aten override).

@@ -366,22 +366,55 @@ void plan_layout(Prepared& p, const at::Tensor& self, at::OptionalIntArrayRef di
   }
 }
 
-// treduce._plan: how auto reads x for a reduction over `dim` (every op plans its layout the same
-// way), as JSON: the folded Layout3 (layout.h), and whether the input is copied first.
-std::string plan_op(const at::Tensor& x, at::OptionalIntArrayRef dim) {
-  auto dims = dim_infos(x, reduced_dims(x.dim(), dim));
-  Layout3 l;
-  const bool folded = fold_layout(dims.data(), int64_t(dims.size()), &l, true);
+// treduce._plan: how auto reduces x over `dim` for the op named `op`, as JSON: the folded Layout3
+// of what the kernels read (layout.h), whether that is a copy of x, and on CUDA the plan
+// (cuda/plan.h: kernels, grids, blocks, workspace). The call is prepared as the op prepares it
+// (its checks and result), and nothing is launched.
+std::string plan_op(const at::Tensor& x, at::OptionalIntArrayRef dim, c10::string_view op) {
+  ReduceOp which = ReduceOp::Sum;
+  bool known = false;
+  for (int k = 0; k < kNumReduceOps; ++k)
+    if (op == op_name(ReduceOp(k))) which = ReduceOp(k), known = true;
+  TORCH_CHECK_VALUE(known, "treduce._plan: unknown op '", op, "'");
+  const auto one_dim = [&]() -> std::optional<int64_t> {
+    if (!dim.has_value() || dim->empty()) return std::nullopt;
+    TORCH_CHECK_VALUE(dim->size() == 1, "treduce._plan: ", op, " takes one dim");
+    return (*dim)[0];
+  };
+  Prepared p;
+  switch (which) {
+    case ReduceOp::Var: case ReduceOp::Std: case ReduceOp::VarMean: case ReduceOp::StdMean:
+      p = prepare_var(which, x, dim, std::nullopt, false); break;
+    case ReduceOp::NanSum: case ReduceOp::NanMean: case ReduceOp::LogSumExp:
+      p = prepare_nan_or_lse(which, x, dim, false, std::nullopt); break;
+    case ReduceOp::Prod: p = prepare_prod(x, one_dim(), false, std::nullopt); break;
+    case ReduceOp::Norm: p = prepare_norm(x, at::Scalar(2), dim, false, std::nullopt); break;
+    case ReduceOp::Any: case ReduceOp::All: case ReduceOp::CountNonzero:
+      p = prepare_logic(which, x, dim, false); break;
+    case ReduceOp::AMinMax: p = prepare_aminmax(x, one_dim(), false); break;
+    case ReduceOp::MaxDim: case ReduceOp::MinDim:
+      TORCH_CHECK_VALUE(one_dim().has_value(), "treduce._plan: ", op, " takes one dim");
+      p = prepare_indexed(which, x, one_dim(), false); break;
+    case ReduceOp::ArgMax: case ReduceOp::ArgMin: p = prepare_indexed(which, x, one_dim(), false); break;
+    default: p = prepare_reduce(which, x, "auto", dim, false, std::nullopt); break;
+  }
+  const Layout3& l = p.layout;
   std::string runs;
   for (int k = 0; k < l.outer_runs.runs; ++k) {
     runs += std::string(k ? ", " : "") + "[" + std::to_string(l.outer_runs.size[k]) + ", " +
             std::to_string(l.outer_runs.in[k]) + ", " + std::to_string(l.outer_runs.out[k]) + "]";
   }
   const auto field = [](const char* name, int64_t v) { return std::string("\"") + name + "\": " + std::to_string(v) + ", "; };
+  const bool copy = !p.done && p.input.defined() && !p.input.is_same(x);
+  std::string plan = "null";
+#ifdef TREDUCE_WITH_CUDA
+  if (x.is_cuda()) plan = cuda::explain_cuda(p);
+#endif
   return "{" + field("outer", l.outer) + field("reduced", l.reduced) + field("inner", l.inner) +
          field("in_outer", l.in_outer) + field("in_reduced", l.in_reduced) + field("in_inner", l.in_inner) +
          field("out_outer", l.out_outer) + field("out_inner", l.out_inner) + "\"outer_runs\": [" + runs + "], " +
-         field("combine", l.combine) + "\"copy\": " + (folded ? "false" : "true") + "}";
+         field("combine", l.combine) + "\"copy\": " + (copy ? "true" : "false") + ", \"done\": " +
+         (p.done ? "true" : "false") + ", \"plan\": " + plan + "}";
 }
 
 void check_device(ReduceOp op, const at::Tensor& self) {
@@ -876,7 +909,7 @@ TORCH_LIBRARY(treduce, m) {
   m.def("_exact_round(Tensor state, ScalarType dtype) -> Tensor");
   m.def("variants(str device) -> str[]", &treduce::variants_op);
   // Diagnostic: how auto reads x for a reduction over dim (JSON; torch_reduce.explain).
-  m.def("_plan(Tensor self, int[1]? dim=None) -> str", &treduce::plan_op);
+  m.def("_plan(Tensor self, int[1]? dim=None, str op=\"sum\") -> str", &treduce::plan_op);
   // Diagnostic, for the benchmark (CUDA only): reads every byte of a contiguous tensor and
   // nothing else. The result is meaningless; the time is the memory's read bandwidth.
   m.def("_read_probe(Tensor self) -> Tensor");

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 import torch_reduce
-from util import DEVICES, fresh_generator
+from util import DEVICES, cuda_only, fresh_generator
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 import random_shapes  # noqa: E402
@@ -21,7 +21,7 @@ def test_contiguous_layouts_fold_as_one_view():
     x = torch.empty(6, 5, 4)
     assert torch_reduce.explain(x, 1) == {
         "outer": 6, "reduced": 5, "inner": 4, "in_outer": 20, "in_reduced": 4, "in_inner": 1, "out_outer": 4,
-        "out_inner": 1, "outer_runs": [], "combine": 1, "copy": False}
+        "out_inner": 1, "outer_runs": [], "combine": 1, "copy": False, "done": False, "plan": None}
     rows = torch_reduce.explain(x, (1, 2))  # neighbours of one kind merge
     assert (rows["outer"], rows["reduced"], rows["inner"], rows["in_reduced"]) == (6, 20, 1, 1)
     full = torch_reduce.explain(x)
@@ -105,6 +105,29 @@ def test_expanded_reduced_dims_against_torch(device):
             mn, mx = torch_reduce.aminmax(x, dim=dim)
             tmn, tmx = torch.aminmax(x, dim=dim)
             torch.testing.assert_close((mn, mx), (tmn, tmx), equal_nan=True, msg=lambda m: f"aminmax seed {seed}: {m}")
+
+
+def kernels(plan: dict) -> list[str]:
+    return [step["kernel"] for step in plan["plan"]["steps"]]
+
+
+@cuda_only
+def test_explain_gives_the_kernels_a_call_launches():
+    # The planner's choices are values: a transposed short reduction goes to the transpose tiles;
+    # NCHW statistics are rows into partials, then their combine; a full sum is one kernel in an
+    # eager call (the stream's ticket); another op or dtype of the same layout may plan
+    # differently, but a layout planned twice gets the same plan.
+    x = torch.empty(8, 2, 1024, 2048, device="cuda").permute(0, 3, 2, 1)
+    assert kernels(torch_reduce.explain(x, 3)) == ["transpose_tile_kernel"]
+    bn = torch_reduce.explain(torch.empty(64, 256, 56, 56, device="cuda"), (0, 2, 3), "var_mean")
+    assert kernels(bn) == ["rows_kernel", "column_partials_kernel"]
+    assert bn["plan"]["steps"][0]["writes"] == "workspace+0" and bn["plan"]["steps"][1]["reads"] == "workspace+0"
+    full = torch_reduce.explain(torch.empty(1 << 24, device="cuda"))
+    assert kernels(full) == ["vector_sum_ticket_kernel"] and full["plan"]["workspace"] > 0
+    assert kernels(torch_reduce.explain(torch.empty(4, 3, device="cuda"), 1, "argmax")) == ["small_kernel"]
+    assert torch_reduce.explain(x, 3, "amax") == torch_reduce.explain(x, 3, "amax")
+    with pytest.raises(ValueError, match="unknown op"):
+        torch_reduce.explain(x, 3, "median")
 
 
 def test_more_runs_than_an_outer_index_takes_are_copied():

@@ -369,14 +369,19 @@ def variants(device: str | torch.device = "cuda") -> list[Variant]:
     return out
 
 
-def explain(x: torch.Tensor, dim: Dims = None) -> dict:
-    """How ``auto`` reads ``x`` for a reduction over ``dim`` (every op plans its layout the same
-    way), without running anything: the folded layout (csrc/layout.h) as a dict, outputs =
-    outer x inner / combine. ``outer_runs`` lists [size, input stride, output stride] of each
-    run an outer index stands for when there are several; ``combine`` > 1 means the reduced dims
-    were several runs of memory, reduced in two passes; ``copy`` means the input is copied first
-    (more separate runs than the kernels index)."""
-    return json.loads(torch.ops.treduce._plan(x, _dim_list(dim)))
+def explain(x: torch.Tensor, dim: Dims = None, op: str = "sum") -> dict:
+    """How ``auto`` reduces ``x`` over ``dim`` for ``op`` (a name of the family: "sum", "var",
+    "argmax", ...), without running anything. The folded layout of what the kernels read
+    (csrc/layout.h): outputs = outer x inner / combine; ``outer_runs`` lists [size, input stride,
+    output stride] of each run an outer index stands for when there are several; ``combine`` > 1
+    means the reduced dims were several runs of memory, reduced in two passes; ``copy`` means the
+    kernels read a copy of ``x`` (more separate runs than they index, or another dtype).
+    On CUDA, ``plan`` is what a call launches (csrc/cuda/plan.h), as an eager call on the current
+    stream takes it: ``workspace`` bytes and the ``steps``, each a kernel with its grid, block,
+    whether it launches with programmatic dependence, what it reads and writes (the input, the
+    result, or partials in the workspace) and its parameters. The plan depends only on the
+    device, op, dtypes, layout and alignment: the same on every call. On the CPU, ``plan`` is None."""
+    return json.loads(torch.ops.treduce._plan(x, _dim_list(dim), op))
 
 
 # Shape rules, shared by the fake kernels. Errors are left to the real kernels, which check

@@ -9,7 +9,7 @@ template <class In, class Mid, class Acc>
 cudaError_t run_sum(Variant v, const ReduceArgs& a, size_t* workspace_bytes);
 // Defined in kernels/dims.cuh, instantiated by the reduce_*.cu files.
 template <class R>
-cudaError_t run_reduce(const ReduceArgs& a, size_t* workspace_bytes);
+cudaError_t run_reduce(const ReduceArgs& a, size_t* workspace_bytes, Plan* plan);
 
 namespace {
 
@@ -95,7 +95,7 @@ cudaError_t launch_sum(Variant v, const ReduceArgs& a, size_t* workspace_bytes) 
   return cudaErrorInvalidValue;
 }
 
-cudaError_t launch_reduce(const ReduceArgs& a, size_t* workspace_bytes) {
+cudaError_t launch_reduce(const ReduceArgs& a, size_t* workspace_bytes, Plan* plan) {
   const SumTypes& t = a.types;
   switch (a.op) {
     case ReduceOp::Sum:
@@ -103,7 +103,7 @@ cudaError_t launch_reduce(const ReduceArgs& a, size_t* workspace_bytes) {
 #define TREDUCE_DISPATCH(IN, MID, ACC)                                                   \
   if (t.in == DType::IN && t.mid == DType::MID && t.acc == DType::ACC)                   \
     return run_reduce<Reduction<ctype_t<DType::IN>, ctype_t<DType::MID>, Sum<ctype_t<DType::ACC>>>>( \
-        a, workspace_bytes);
+        a, workspace_bytes, plan);
       TREDUCE_SUM_COMBOS(TREDUCE_DISPATCH)
 #undef TREDUCE_DISPATCH
       break;
@@ -111,7 +111,7 @@ cudaError_t launch_reduce(const ReduceArgs& a, size_t* workspace_bytes) {
 #define TREDUCE_DISPATCH(IN, ACC)                                                        \
   if (t.in == DType::IN)                                                                 \
     return run_reduce<Reduction<ctype_t<DType::IN>, ctype_t<DType::IN>, OP<ctype_t<DType::ACC>>>>( \
-        a, workspace_bytes);
+        a, workspace_bytes, plan);
     case ReduceOp::Max:
 #define OP MaxOp
       TREDUCE_MINMAX_COMBOS(TREDUCE_DISPATCH)
@@ -171,7 +171,7 @@ cudaError_t launch_reduce(const ReduceArgs& a, size_t* workspace_bytes) {
     case ReduceOp::All:
     case ReduceOp::CountNonzero:  // the int64 sum of x != 0; a.project.logic says what is stored
 #define TREDUCE_DISPATCH_LOGIC(IN) \
-  if (t.in == DType::IN) return run_reduce<Reduction<ctype_t<DType::IN>, bool, Sum<int64_t>>>(a, workspace_bytes);
+  if (t.in == DType::IN) return run_reduce<Reduction<ctype_t<DType::IN>, bool, Sum<int64_t>>>(a, workspace_bytes, plan);
       TREDUCE_DTYPES(TREDUCE_DISPATCH_LOGIC)
 #undef TREDUCE_DISPATCH_LOGIC
       break;
@@ -180,7 +180,7 @@ cudaError_t launch_reduce(const ReduceArgs& a, size_t* workspace_bytes) {
 #define TREDUCE_DISPATCH_NORM(K, IN, ACC)                                                \
   if (k == NormOrd::K && t.in == DType::IN)                                              \
     return run_reduce<Reduction<ctype_t<DType::IN>, ctype_t<DType::IN>, NormOp<ctype_t<DType::ACC>, NormOrd::K>>>( \
-        a, workspace_bytes);
+        a, workspace_bytes, plan);
       TREDUCE_NORM_COMBOS(TREDUCE_DISPATCH_NORM)
 #undef TREDUCE_DISPATCH_NORM
       break;

@@ -11,6 +11,7 @@
 #include "../layout.h"
 #include "../reduce_ops.h"
 #include "../variant.h"
+#include "plan.h"
 
 namespace treduce::cuda {
 
@@ -55,7 +56,7 @@ struct ReduceArgs {
   unsigned* ticket = nullptr;
 };
 
-inline constexpr int64_t kTicketWords = 4096;
+// (kTicketWords: plan.h.)
 
 // With workspace_bytes null: enqueues the whole reduction on a.stream and returns the first
 // launch error; never synchronises. Otherwise: stores the scratch the call needs (block
@@ -63,8 +64,9 @@ inline constexpr int64_t kTicketWords = 4096;
 // a.workspace and a.out are not read.
 cudaError_t launch_sum(Variant v, const ReduceArgs& a, size_t* workspace_bytes = nullptr);
 
-// `auto` for every op over any Layout3 (a.layout, a.op; a.n is not read), same protocol.
-cudaError_t launch_reduce(const ReduceArgs& a, size_t* workspace_bytes = nullptr);
+// `auto` for every op over any Layout3 (a.layout, a.op; a.n is not read), same protocol. With
+// `plan` set: the plan (plan.h) that a launch with these arguments follows, and nothing launched.
+cudaError_t launch_reduce(const ReduceArgs& a, size_t* workspace_bytes = nullptr, Plan* plan = nullptr);
 
 // variant="exact" (kernels/exact.cuh) over any Layout3 of a floating input (a.types.in, the
 // result's dtype too): each result rounded into a.out, or, with `state` set, each result's

@@ -77,8 +77,8 @@ char* stream_scratch(c10::DeviceIndex device, cudaStream_t stream, size_t bytes)
 // contiguous input), auto through launch_reduce (any op, any layout). Scratch is the stream's
 // own for eager calls of auto (above), else from the caching allocator; the call never
 // synchronises and is safe in CUDA graphs.
-at::Tensor run(const Prepared& p) {
-  if (p.done) return p.out;
+// The launchers' arguments of a prepared call (no workspace or ticket yet).
+ReduceArgs args_of(const Prepared& p) {
   const cudaDeviceProp* props = at::cuda::getCurrentDeviceProperties();
   ReduceArgs args{};
   args.in = p.input.const_data_ptr();
@@ -90,8 +90,7 @@ at::Tensor run(const Prepared& p) {
   const at::Tensor& out = p.distinct.defined() ? p.distinct : p.out;
   const at::Tensor& out2 = p.distinct.defined() ? p.distinct2 : p.out2;
   args.out = positions_only ? nullptr : out.mutable_data_ptr();
-  const c10::cuda::CUDAStream stream = at::cuda::getCurrentCUDAStream();
-  args.stream = stream.stream();
+  args.stream = at::cuda::getCurrentCUDAStream().stream();
   args.sm_count = props->multiProcessorCount;
   args.cc_major = props->major;
   args.op = p.op;
@@ -99,6 +98,14 @@ at::Tensor run(const Prepared& p) {
   args.indexed = p.indexed;
   args.project = p.project;
   if (out2.defined()) args.out2 = out2.mutable_data_ptr();
+  return args;
+}
+
+at::Tensor run(const Prepared& p) {
+  if (p.done) return p.out;
+  ReduceArgs args = args_of(p);
+  const bool positions_only = p.is_auto && (p.op == ReduceOp::ArgMax || p.op == ReduceOp::ArgMin);
+  const c10::cuda::CUDAStream stream = at::cuda::getCurrentCUDAStream();
   const auto launch = [&](size_t* workspace_bytes) {
     return p.is_auto ? launch_reduce(args, workspace_bytes)
                      : launch_sum(static_cast<Variant>(p.variant), args, workspace_bytes);
@@ -127,6 +134,28 @@ at::Tensor run(const Prepared& p) {
   }
   return p.out;
 }
+
+}  // namespace
+
+// torch_reduce.explain: the plan auto follows for a prepared call, as an eager call on the
+// current stream takes it (with the stream's ticket words where its workspace fits the stream's
+// scratch, see stream_scratch); JSON (plan.h's plan_json).
+std::string explain_cuda(const Prepared& p) {
+  if (p.done) return "null";
+  const c10::cuda::CUDAGuard guard(p.input.device());
+  ReduceArgs args = args_of(p);
+  Plan plan;
+  C10_CUDA_CHECK(launch_reduce(args, nullptr, &plan));
+  const bool eager = plan.workspace > 0 && kTicketBytes + plan.workspace <= kMostScratchBytes;
+  if (eager) {
+    static unsigned no_ticket[1];  // planned with, never written: nothing is launched
+    args.ticket = no_ticket;
+    C10_CUDA_CHECK(launch_reduce(args, nullptr, &plan));
+  }
+  return plan_json(plan);
+}
+
+namespace {
 
 // variant="exact" and its state (exact.h, kernels/exact.cuh): the rounded sums into p.out, or,
 // with `state` defined, the states into it. Scratch (the blocks' states) from the caching

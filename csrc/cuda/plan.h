@@ -1,13 +1,256 @@
-// Launch arithmetic that needs neither CUDA nor torch (the kernels get it through common.cuh),
-// so the C++ test program checks it on any machine.
+// How `auto` reduces a layout on a CUDA device, as a plain value: the kernels to launch, one
+// after another, each with its grid, block, parameters and the workspace it reads or writes
+// (Plan). plan_reduce() (plan_reduce.h) works it out from the device (Device), the operator and dtypes
+// (OpTraits), the tuning table of the architecture (Tuning) and the folded layout (layout.h);
+// kernels/dims.cuh launches what it says. No CUDA and no torch here: the C++ test program and
+// torch_reduce.explain() ask for plans on any machine. Nothing is timed while planning, so a
+// layout gets the same plan, and its results the same bits, on every call.
 #pragma once
 
 #include <algorithm>
+#include <cstddef>
 #include <cstdint>
+#include <string>
+#include <utility>
+
+#include "../layout.h"
 
 namespace treduce::cuda {
 
 inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// ---------------------------------------------------------------------------------------------
+// Kernel shapes: compiled into the kernels (block sizes, registers held per thread), so constants.
+
+inline constexpr int64_t kMaxGridX = 2147483647;  // the largest grid.x a launch accepts
+inline constexpr int64_t kTicketWords = 4096;     // words of a stream's ticket scratch (launch.h)
+
+// Full reductions of one contiguous run (kernels/vector.cuh).
+inline constexpr int kVecBlock = 512;
+inline constexpr int kVecUnroll = 4;
+inline constexpr int64_t kVecTile = int64_t(kVecBlock) * kVecUnroll;
+// Up to this many 16-byte vectors one block does it all, saving the second launch.
+inline constexpr int64_t kSingleBlockVectors = 8192;  // 128 KiB
+// The head of a full reduction is loaded up to a boundary of kVecAlign bytes.
+inline constexpr int kVecAlign = 128;
+// Sums and means of few tiles: blocks of a quarter (see Tuning::quarter_tiles_per_sm).
+inline constexpr int kQuarterBlock = kVecBlock / 4;
+
+// Over dims (kernels/dims.cuh).
+inline constexpr int kRowsBlock = 256;     // rows_kernel, whole_rows_kernel, row_partials_kernel
+inline constexpr int kSegmentBlock = 512;  // row_segments_kernel, two_vector_rows_kernel: a block a row
+inline constexpr int kColumnsBlock = 256;  // columns_kernel: X across the outputs times Y down
+inline constexpr int kNarrowBlock = 128;   // columns_kernel of 8-byte vectors (2-byte inputs)
+inline constexpr int kColumnsMaxY = 32;
+inline constexpr int kPartialsX = 32;  // outputs per block of the column combine
+inline constexpr int kSmallBlock = 256;
+inline constexpr int kSmallLoads = 8;
+// Vector loads a thread the small kernel's team is sized for (single elements: kSmallLoads).
+inline constexpr int kSmallVectorLoads = 2;
+inline constexpr int kTileBlock = 256;
+inline constexpr int kTileReduced = 16;  // the most elements an output tile_kernel holds
+inline constexpr int kTransposeTile = 32;
+inline constexpr int kTransposeRows = 4;  // rows (outer indexes) a thread: 8 warps x 4 = 32
+inline constexpr int kMapBlock = 256;
+inline constexpr int kMapLoads = 8;
+inline constexpr int kSlabBlock = 256;
+inline constexpr int kSlabBytes = 8192;  // a block's shared memory of slabs
+// Short rows (teams of up to kDependentTeam lanes) are launched with programmatic dependence.
+inline constexpr int kDependentTeam = 8;
+
+// ---------------------------------------------------------------------------------------------
+// Tuning: the choices between kernels, as data. One table per architecture; each value with
+// where it was measured (details in the comments at the code that uses it, dims.cuh and below).
+
+struct Tuning {
+  // Small reductions in one kernel (small_kernel): any layout up to this many elements and
+  // small_count elements a result (four rounds of a block's loads); H100, bfloat16 and float32
+  // sums over random layouts of 2^12 to 2^20 elements.
+  int64_t small_elements = int64_t(1) << 16;
+  int64_t small_count = int64_t(kSmallBlock) * kSmallLoads * 4;
+  // ... a few long rows: up to small_rows_outputs results of small_rows_count elements, 2^20
+  // elements in all for up to 256 results of 1- to 4-byte inputs, else 2^19 (H200, float32
+  // (64, 5120) over dim 1 2.82 -> 1.77 us; 1024 rows of 1024 the rows kernel's teams won).
+  int64_t small_rows_outputs = 1024, small_rows_count = 16384;
+  // ... columns whose adjacent results are adjacent: up to 32 rows, or up to 128 results of one
+  // round of loads a lane, 2^19 elements (bfloat16 (32, 5120) over dim 0 2.57 -> 1.63 us, H200).
+  int64_t small_columns_rows = 32, small_columns_outputs = 128;
+  int64_t small_most = int64_t(1) << 19;
+  // ... and from 2048 results of up to 16384 elements where its one pass beat two (several
+  // reduced runs; narrow columns of up to 128 rows that are not dense slabs; H200, random shapes
+  // seeds 52361 and 31337).
+  int64_t small_passes_outputs = 2048, small_passes_count = 16384, small_passes_rows = 128;
+  // Rows: teams of lanes up to rows_team_loads 16-byte loads a row (20 a lane of a warp); rows
+  // that are not whole vectors up to rows_ragged_loads (40 a lane) from rows_ragged_per_sm rows
+  // a multiprocessor (H200, 2048 float32 rows of 2048 8.67 -> 3.44 us).
+  int64_t rows_team_loads = 20 * 32, rows_ragged_loads = 40 * 32, rows_ragged_per_sm = 3;
+  // A block a row in one kernel from half as many rows as multiprocessors (rows_block_rows_sm /
+  // 2), up to rows_block_loads loads a row (H200: 196 float32 rows of 16384 7.69 -> 3.64 us;
+  // 128 rows of 2^19 kept in segments, 14.5 against 20.6).
+  int64_t rows_block_loads = 64 * kSegmentBlock;
+  // Rows cut into segments: up to this many waves of blocks (H100, (128, 65536) float32).
+  int64_t rows_segment_waves = 4;
+  // Columns: about this many blocks a multiprocessor keep the memory busy (H100: two rather
+  // than three, (65536, 128) float32 over dim 0 8.68 -> 8.20 us; four were slower).
+  int64_t columns_blocks_per_sm = 2;
+  // Small columns of 32 to 8 * kColumnsMaxY rows and up to 2^19 elements: an output a thread, one
+  // pass (H200, logsumexp over dim 0 of (128, 3584) bfloat16 3.53 -> 2.28 us).
+  int64_t small_columns_most = int64_t(1) << 19;
+  // A few results interleaved in one long run, read as rows of k results (fold_interleaved):
+  // from 4 MiB, rows of at least 1024 bytes, at least 256 rows left (H200, mean over dims 0-1
+  // of (2048, 4096, 7) float32 123 -> 61.8 us; nansum of (8192, 7, 8) bfloat16, 0.9 MB, lost).
+  int64_t interleaved_bytes = int64_t(4) << 20, interleaved_row_bytes = 1024, interleaved_rows = 256;
+  // Full sums of few tiles in quarter blocks while 4 * tiles <= multiprocessors (H100, bfloat16
+  // 2^18 2.58 -> 2.10 us in graphs; two a multiprocessor lost cold).
+  int64_t quarter_tiles_per_sm = 1;
+};
+
+// Measured on the H100 and H200 (sm_90); other architectures take the same until measured.
+inline constexpr Tuning kTuningSm90{};
+inline const Tuning& tuning_for(int /*cc_major*/) { return kTuningSm90; }
+
+// ---------------------------------------------------------------------------------------------
+// The inputs of a plan.
+
+struct Device {
+  int sm_count = 132;
+  int cc_major = 9;  // 9 and up launch with programmatic dependence
+};
+
+// What the planner needs to know of a reduction's operator and dtypes (kernels/dims.cuh's
+// traits_of<R>() for the compiled ones), and how many blocks of the kernels whose occupancy
+// sizes a grid fit on a multiprocessor (cudaOccupancyMaxActiveBlocksPerMultiprocessor).
+struct OpTraits {
+  int in_bytes = 4, acc_bytes = 4;
+  bool indexed = false;     // values and positions (argmax, max.dim, ...)
+  bool group_rows = false;  // Welford's and logsumexp's groups of loads (kGroupRows)
+  bool whole_rows = false;  // whole_rows_kernel is compiled for it (kWholeRows)
+  bool quarter = false;     // plain sums: the full reduction's quarter blocks (kQuarterBlocks)
+  int segments_resident = 4;  // row_segments_kernel, kSegmentBlock threads
+  int vector_resident = 4;    // the full reduction's grid kernels, kVecBlock threads
+  int quarter_resident = 4;   // the same, kQuarterBlock threads
+};
+
+struct PlanInput {
+  Layout3 layout;
+  IndexedLayout indexed;
+  uintptr_t address = 0;        // of the input's first element: alignments
+  bool ticket = false;          // an eager call with the stream's ticket words (launch.h)
+  bool positions_only = false;  // argmax / argmin: no values stored
+};
+
+// ---------------------------------------------------------------------------------------------
+// The plan.
+
+enum class Kernel : uint8_t {
+  Fill,            // positions of argmax / argmin over one element: a memset of 0
+  VectorBlock,     // small_sum_kernel: a full reduction in one block
+  VectorGrid,      // vector_partials_kernel (or vector_sum_ticket_kernel with a ticket)
+  VectorCombine,   // combine_partials_kernel
+  Small,           // small_kernel: any layout, a team of lanes a result
+  Map,             // map_kernel: an element a result
+  Rows,            // rows_kernel<team>
+  WholeRows,       // whole_rows_kernel<lanes, loads>
+  TwoVectorRows,   // two_vector_rows_kernel: a block a row of two vectors a thread
+  RowSegments,     // row_segments_kernel: a block a segment of a row
+  RowSegmentsTicket,
+  RowPartials,     // row_partials_kernel: the segments of each row combined
+  Columns,         // columns_kernel<V, U>
+  ColumnPartials,  // column_partials_kernel: the splits (or partials) of each output combined
+  Tiles,           // tile_kernel: a thread an output
+  TransposeTiles,  // transpose_tile_kernel
+  Slabs,           // slab_kernel
+};
+
+inline const char* kernel_name(Kernel k) {
+  static const char* const names[] = {
+      "fill",          "small_sum_kernel",   "vector_partials_kernel", "combine_partials_kernel",
+      "small_kernel",  "map_kernel",         "rows_kernel",            "whole_rows_kernel",
+      "two_vector_rows_kernel", "row_segments_kernel", "row_segments_ticket_kernel",
+      "row_partials_kernel", "columns_kernel", "column_partials_kernel", "tile_kernel",
+      "transpose_tile_kernel", "slab_kernel"};
+  return names[int(k)];
+}
+
+// small_kernel's IndexedLayout in 32 bits (every offset below 2^31), packed (see dims.cuh).
+struct SmallRun {
+  int32_t size, in;
+  uint32_t magic, shift;
+};
+struct SmallIndex {
+  int32_t outputs, count, kept_runs, reduced_runs;
+  SmallRun kept[kMaxOuterRuns], reduced[kMaxOuterRuns];
+};
+
+// Dense slabs: each outer index's [reduced][inner] elements one contiguous block (slab_kernel).
+struct SlabShape {
+  int64_t slab;     // S, elements
+  int slabs;        // G, a block's
+  int team_bits;    // lanes an output
+  bool linear;      // slab o at o * S: a block's slabs are one run of memory
+  bool vectors;     // linear, and each block's run starts and ends 16-byte aligned but the last's end
+  uint32_t slab_magic, slab_shift, inner_magic, inner_shift;  // division by S and by inner
+};
+
+// A full reduction's split of its run: elements before the first kVecAlign boundary, 16-byte
+// vectors, elements after the last.
+struct VecSplit {
+  int64_t head, vectors, tail;
+};
+
+// How a columns step lays out the work for V outputs a thread and blocks of `threads`.
+struct ColumnsShape {
+  int Y, X;                // threads down the reduced dim and across the outputs, per block
+  int64_t whole;           // the outputs of one outer index in whole V-vectors (inner rounded down)
+  int64_t column_blocks;   // blocks across those, per outer index
+  int64_t splits, per_split;
+  bool deep;               // Y past 8 to save a split or for few outputs (not for splits alone)
+};
+
+// One launch. `from` and `to`: byte offsets in the workspace of the partials the step reads
+// (kernels that read the input: -1) and writes (-1: the result).
+struct Step {
+  Kernel kernel = Kernel::Fill;
+  int64_t grid[2] = {1, 1};
+  int block[2] = {1, 1};
+  bool dependent = false;  // programmatic dependent launch (sm_90 and up)
+  int64_t from = -1, to = -1;
+  Layout3 layout;  // the layout the step reads
+  // The kernel's own parameters (0 where it takes none):
+  int team = 0, loads = 0;          // Rows: team; WholeRows: lanes and loads a row
+  int V = 0, U = 0;                 // Columns: outputs a thread, loads in flight
+  int64_t count = 0;                // segments, splits or partials an output (and blocks, VectorCombine)
+  int64_t per = 0;                  // elements a segment or a split
+  int64_t column_blocks = 0, first = 0, end = 0;  // Columns: the outputs [first, end) of a row
+  int a_bits = 0, word = 0;         // Tiles
+  bool a_is_outer = false;
+  bool flag = false;                // RowSegments: whole vectors; TransposeTiles: words; Small: vectors
+  int64_t inner_tiles = 0;          // TransposeTiles
+  SlabShape slabs{};
+  SmallIndex small{};
+  VecSplit split{};                 // VectorBlock, VectorGrid
+  int64_t bytes = 0;                // Fill
+};
+
+inline constexpr int kMostSteps = 4;
+
+struct Plan {
+  Step step[kMostSteps];
+  int steps = 0;
+  size_t workspace = 0;  // bytes
+  bool invalid = false;  // a grid past the device's limits: cudaErrorInvalidConfiguration
+
+  Step& add(Kernel k) {
+    if (steps == kMostSteps) invalid = true;  // not reached: no plan has more steps
+    Step& s = step[steps < kMostSteps ? steps++ : kMostSteps - 1];
+    s = Step{};
+    s.kernel = k;
+    return s;
+  }
+};
+
+// ---------------------------------------------------------------------------------------------
+// Launch arithmetic.
 
 // How many segments (blocks) each of `outer` rows is cut into, from 1 to `most`, when `wave`
 // blocks run on the device at once: the fewest whose blocks fill their waves within 5% of the
@@ -42,6 +285,72 @@ inline int64_t segments_per_row(int64_t outer, int64_t most, int64_t wave) {
     return lo;
   }
   return 1;  // not reached: the best count is good
+}
+
+// Whether the result's adjacent outputs are along outer rather than inner (transposed against the
+// input): tile_kernel's lanes then go along outer.
+inline bool tiles_transposed(const Layout3& l) { return l.out_inner != 1 && l.outer > 1 && l.outer_out(1) == 1; }
+
+// Short reductions of results transposed against the input, a tile of them at least each way,
+// the inner run contiguous: transpose_tile_kernel.
+inline bool transposable(const Layout3& l) {
+  return l.reduced <= kTileReduced && tiles_transposed(l) && l.in_inner == 1 && l.inner >= kTransposeTile &&
+         l.outer >= kTransposeTile;
+}
+
+// The split of a full reduction of n elements of `size` bytes at `address` (kernels/vector.cuh
+// loads it so). For 1- and 2-byte types the head is loaded as whole 4-byte words, so a head
+// that ends the input stops at a word boundary; the elements after it are the tail.
+inline VecSplit split_full(uintptr_t address, int64_t n, int size) {
+  const int64_t per_vector = 16 / size;
+  const auto misalign = int64_t(address % kVecAlign);
+  const int64_t head = misalign ? std::min<int64_t>(n, (kVecAlign - misalign) / size) : 0;
+  const int64_t vectors = (n - head) / per_vector;
+  VecSplit s{head, vectors, n - head - vectors * per_vector};
+  if (size < 4 && s.vectors == 0 && s.tail == 0) {
+    const auto end_bytes = int64_t((address + uint64_t(n) * uint64_t(size)) % 4);
+    s.tail = std::min<int64_t>(n, end_bytes / size);
+    s.head = n - s.tail;
+  }
+  return s;
+}
+
+// The plan as JSON (torch_reduce.explain): each step's kernel, grid, block, the workspace it
+// reads and writes, and the parameters its kernel takes (those that are not 0).
+inline std::string plan_json(const Plan& p) {
+  const auto num = [](int64_t v) { return std::to_string(v); };
+  const auto field = [&](const char* name, int64_t v) { return std::string(", \"") + name + "\": " + num(v); };
+  const auto flag = [](bool v) { return std::string(v ? "true" : "false"); };
+  const auto place = [&](int64_t at, const char* none) {
+    return at < 0 ? std::string("\"") + none + "\"" : "\"workspace+" + num(at) + "\"";
+  };
+  std::string steps;
+  for (int k = 0; k < p.steps; ++k) {
+    const Step& s = p.step[k];
+    // (A full reduction's grid with a ticket is the kernel that also finishes it.)
+    const bool ticket = s.kernel == Kernel::VectorGrid && s.flag;
+    const std::string name = ticket ? "vector_sum_ticket_kernel" : kernel_name(s.kernel);
+    std::string j = "{\"kernel\": \"" + name + "\", \"grid\": [" + num(s.grid[0]) +
+                    ", " + num(s.grid[1]) + "], \"block\": [" + num(s.block[0]) + ", " + num(s.block[1]) +
+                    "], \"dependent\": " + flag(s.dependent) + ", \"reads\": " + place(s.from, "input") +
+                    ", \"writes\": " + place(s.to, "result");
+    const std::pair<const char*, int64_t> params[] = {
+        {"team", s.team}, {"loads", s.loads}, {"V", s.V}, {"U", s.U}, {"count", s.count}, {"per", s.per},
+        {"column_blocks", s.column_blocks}, {"first", s.first}, {"end", s.end}, {"a_bits", s.a_bits},
+        {"a_is_outer", s.a_is_outer}, {"word", s.word}, {"flag", s.flag}, {"inner_tiles", s.inner_tiles},
+        {"bytes", s.bytes}};
+    for (const auto& [name, v] : params)
+      if (v != 0) j += field(name, v);
+    if (s.kernel == Kernel::Slabs)
+      j += ", \"slabs\": {\"slab\": " + num(s.slabs.slab) + field("slabs", s.slabs.slabs) +
+           field("team_bits", s.slabs.team_bits) + field("linear", s.slabs.linear) +
+           field("vectors", s.slabs.vectors) + "}";
+    if (s.kernel == Kernel::VectorBlock || s.kernel == Kernel::VectorGrid)
+      j += ", \"split\": [" + num(s.split.head) + ", " + num(s.split.vectors) + ", " + num(s.split.tail) + "]";
+    steps += (k ? ", " : "") + j + "}";
+  }
+  return "{\"workspace\": " + num(int64_t(p.workspace)) + ", \"invalid\": " + flag(p.invalid) + ", \"steps\": [" +
+         steps + "]}";
 }
 
 }  // namespace treduce::cuda

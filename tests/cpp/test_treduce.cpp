@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "cuda/plan.h"
+#include "cuda/plan_reduce.h"
 #include "treduce.h"
 
 namespace {
@@ -131,10 +131,96 @@ void check_segments_per_row() {
   expect(treduce::cuda::segments_per_row(128, 17, 528) == 4, "segments_per_row(128 rows)");
 }
 
+
+// The planner (cuda/plan_reduce.h) on layouts whose plans follow from its rules by hand, for an
+// H100-sized device (132 multiprocessors, sm_90) and float32 sums: what a layout gets is a value
+// a test can read, on any machine.
+treduce::cuda::PlanInput plan_input(const std::vector<int64_t>& sizes, const std::vector<int64_t>& strides,
+                                    const std::vector<int>& reduced_dims) {
+  using treduce::DimInfo;
+  const int64_t n = int64_t(sizes.size());
+  std::vector<bool> reduced(sizes.size(), false);
+  for (const int d : reduced_dims) reduced[d] = true;
+  std::vector<DimInfo> dims(sizes.size());
+  int64_t out_stride = 1;  // the result is contiguous over the kept dims
+  for (int64_t i = n - 1; i >= 0; --i) {
+    dims[i] = {sizes[i], strides[i], reduced[i] ? 0 : out_stride, bool(reduced[i])};
+    if (!reduced[i]) out_stride *= sizes[i];
+  }
+  treduce::cuda::PlanInput in;
+  const bool folded = treduce::fold_layout(dims.data(), n, &in.layout, true, &in.indexed);
+  expect(folded, "the test's layout folds");
+  in.address = 1 << 20;  // aligned
+  return in;
+}
+
+std::vector<int64_t> contiguous_strides(const std::vector<int64_t>& sizes) {
+  std::vector<int64_t> strides(sizes.size());
+  int64_t s = 1;
+  for (int64_t i = int64_t(sizes.size()) - 1; i >= 0; --i) strides[i] = s, s *= sizes[i];
+  return strides;
+}
+
+void check_plans() {
+  using namespace treduce::cuda;
+  const Device h100{132, 9};
+  OpTraits f32_sum;  // float32 in and accumulator, a plain sum: whole rows' and quarter blocks' kernels
+  f32_sum.whole_rows = true, f32_sum.quarter = true;
+  const auto kernels = [](const Plan& p) {
+    std::string names;
+    for (int k = 0; k < p.steps; ++k) names += std::string(k ? " + " : "") + kernel_name(p.step[k].kernel);
+    return names;
+  };
+  const auto plan_of = [&](const std::vector<int64_t>& sizes, const std::vector<int64_t>& strides,
+                           const std::vector<int>& reduced, bool ticket = false) {
+    PlanInput in = plan_input(sizes, strides, reduced);
+    in.ticket = ticket;
+    return plan_reduce(h100, f32_sum, in);
+  };
+  // A few elements: the small kernel, one launch, no workspace.
+  Plan p = plan_of({4, 3}, {3, 1}, {1});
+  expect(kernels(p) == "small_kernel" && p.workspace == 0, "plan: (4, 3) over dim 1 is one small_kernel");
+  // Rows of 4096 float32, 4096 of them: a block a row, two 16-byte vectors a thread.
+  p = plan_of({4096, 4096}, {4096, 1}, {1});
+  expect(kernels(p) == "two_vector_rows_kernel" && p.step[0].grid[0] == 4096 && p.step[0].block[0] == 512 &&
+             !p.step[0].dependent,
+         "plan: (4096, 4096) over dim 1 is a block a row: " + kernels(p));
+  // 2^24 contiguous float32: 2^22 vectors, 2048 tiles, as many blocks as fit at once (4 of 512
+  // threads a multiprocessor), then their combine; eager calls with a ticket finish in the grid.
+  p = plan_of({int64_t(1) << 24}, {1}, {0});
+  expect(kernels(p) == "vector_partials_kernel + combine_partials_kernel" && p.step[0].grid[0] == 528 &&
+             p.step[1].count == 528 && p.workspace == 528 * 4 && p.step[0].to == -1 && p.step[0].from == 0,
+         "plan: a full sum of 2^24 is 528 blocks and a combine: " + kernels(p));
+  p = plan_of({int64_t(1) << 24}, {1}, {0}, true);
+  expect(kernels(p) == "vector_partials_kernel" && p.step[0].flag, "plan: with a ticket, one kernel");
+  // Batch-norm statistics, (0, 2, 3) of NCHW (64, 256, 56, 56): rows of 3136 for each (n, c),
+  // teams of 32 lanes (784 loads a row, 8 a lane), their partials at [n][c] in the workspace,
+  // then 64 partials a channel combined.
+  p = plan_of({64, 256, 56, 56}, contiguous_strides({64, 256, 56, 56}), {0, 2, 3});
+  expect(kernels(p) == "rows_kernel + column_partials_kernel" && p.step[0].team == 32 && p.step[0].to == 0 &&
+             p.step[1].from == 0 && p.step[1].count == 64 && p.step[1].to == -1 && p.workspace == 64 * 256 * 4,
+         "plan: NCHW statistics are rows, then the combine: " + kernels(p));
+  // Sum over the dim of 2 of (8, 2, 1024, 2048).permute(0, 3, 2, 1): results transposed against
+  // the input, 2048 contiguous inputs along inner: tiles of 32 x 32 through shared memory.
+  p = plan_of({8, 2048, 1024, 2}, {4096 * 1024, 1, 2048, 2048 * 1024}, {3});
+  expect(kernels(p) == "transpose_tile_kernel" && p.step[0].grid[0] == 64 * 256 && p.step[0].inner_tiles == 64,
+         "plan: a transposed short reduction is transpose tiles: " + kernels(p));
+  // Columns (4096, 4096) over dim 0: 32 blocks of 32 x 8 threads across the 4096 outputs, 4
+  // each, the rows split 9 ways to fill 264 blocks' worth, then the splits combined.
+  p = plan_of({4096, 4096}, {4096, 1}, {0});
+  expect(kernels(p) == "columns_kernel + column_partials_kernel" && p.step[0].grid[0] == 32 &&
+             p.step[0].grid[1] == 9 && p.step[0].block[0] == 32 && p.step[0].block[1] == 8 && p.step[0].V == 4 &&
+             p.step[0].per == 456 && p.step[1].count == 9 && p.workspace == 9 * 4096 * 4,
+         "plan: (4096, 4096) over dim 0 is split columns and their combine: " + kernels(p));
+  // The same layout planned twice: the same plan (no timing, no state).
+  const Plan once = plan_of({4096, 4096}, {4096, 1}, {0}), again = plan_of({4096, 4096}, {4096, 1}, {0});
+  expect(plan_json(again) == plan_json(once), "plan: the same layout gets the same plan");
+}
 }  // namespace
 
 int main() {
   check_segments_per_row();
+  check_plans();
   at::manual_seed(0x5eed);
   check_device(at::Device(at::kCPU));
   if (at::hasCUDA()) check_device(at::Device(at::kCUDA, 0));

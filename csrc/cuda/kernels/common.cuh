@@ -308,8 +308,6 @@ int resident_blocks_per_sm(int threads) {
 // std::min is host-only in device code (without --expt-relaxed-constexpr).
 __host__ __device__ __forceinline__ int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 
-// The largest grid.x a launch accepts.
-inline constexpr int64_t kMaxGridX = 2147483647;
 
 inline cudaError_t last_launch_error() { return cudaGetLastError(); }
 

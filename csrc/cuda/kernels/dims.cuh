@@ -1,7 +1,9 @@
 // auto over dims: every operator (reduce_ops.h) on any Layout3 (layout.h), that is
 //   out[outer_out(o) + i * out_inner] = reduce over r of x[outer_in(o) + r * in_reduced + i * in_inner],
-// the outer index one run of memory or the digits of several. Shapes of work, picked by run_reduce:
-//  - small reductions (up to kSmallElements elements, any layout; up to 2^19-2^20 for a few
+// the outer index one run of memory or the digits of several. Shapes of work, picked by
+// plan_reduce (cuda/plan_reduce.h, where each choice's measurements are) and launched by
+// run_reduce (the end of this file):
+//  - small reductions (up to Tuning::small_elements elements, any layout; up to 2^19-2^20 for a few
 //    long rows and for columns whose adjacent results are adjacent in memory, small_reaches):
 //    one kernel indexing the elements through the IndexedLayout, a team of threads a result
 //    (small_kernel); past that, where its one pass beat the others' two or their idle threads
@@ -11,7 +13,7 @@
 //  - maps (one element a result) whose input and result run together along inner: several
 //    elements a thread (map_kernel);
 //  - several reduced runs (Layout3::combine): one pass over the longest run into partials, then
-//    a second kernel combines each result's partials (run_combined); also a few results
+//    a second kernel combines each result's partials (Planner::combined); also a few results
 //    interleaved in one long run, read as rows of k results each (fold_interleaved);
 //  - dense slabs (each outer index's [reduced][inner] elements one contiguous block of at most
 //    kSlabBytes) of short rows, short columns and columns narrower than 128 bytes (short
@@ -39,11 +41,11 @@
 // results are the same bits on every call.
 #pragma once
 
+#include "../plan_reduce.h"
 #include "vector.cuh"
 
 namespace treduce::cuda {
 
-inline constexpr int kRowsBlock = 256;
 // The rows and columns kernels promise ptxas 4 resident blocks (up to 64 registers). Left to
 // itself it kept them near 40 registers by using each loaded vector before issuing the next
 // load (one or two loads in flight, not four); with room it issues all four first. Measured
@@ -72,13 +74,8 @@ template <class R, int kTeam>
 inline constexpr int kTeamMinBlocks =
     kTeam <= 8 && sizeof(typename R::In) == 4 && sizeof(typename R::Acc) == 4 && kSumOrExtremum<R> ? 6
                                                                                                  : kRowsMinBlocks<R>;
-inline constexpr int kSegmentBlock = 512;
 // Columns: blocks of kColumnsBlock threads, X across the outputs times Y down the reduced dim
 // (1 to 32; up to the whole block for rows of few outputs).
-inline constexpr int kColumnsBlock = 256;
-inline constexpr int kNarrowBlock = 128;  // the 8-byte column kernel (run_reduce)
-inline constexpr int kColumnsMaxY = 32;
-inline constexpr int kPartialsX = 32;  // outputs per block of the column combine
 
 // One 16-byte vector reduced to the accumulator (packed counting for small integer sums).
 template <class R>
@@ -215,13 +212,17 @@ __device__ __forceinline__ unsigned column_bytes(unsigned w) {
 template <class R>
 inline constexpr bool kGroupRows = kGroupLoads<R> && HasReduceValues<typename R::Op>::value;
 
+// Rows a block a row (two_vector_rows_kernel; the planner's block_rows_kernel()).
+template <class R>
+inline constexpr bool kBlockRows = sizeof(typename R::In) <= 4 &&
+                                   (sizeof(typename R::Acc) <= 8 || (kGroupRows<R> && sizeof(typename R::Acc) <= 16));
+
 // Short rows (teams of up to kDependentTeam lanes) are launched with programmatic dependence, as
 // the full-reduction kernels: the kernel waits for the one before it (which may still be writing
 // x), then lets the next one launch, which waits for this one in turn. Rows of 128 float32, hot:
 // 7.0-7.2 -> 6.4-6.6 us (the launch gap between calls was a tenth of the time). Teams of 16 and
 // 32 lanes (long rows) launch plainly: (4096, 4096) bfloat16 over dim -1 went 6.33 -> 6.94 us
 // with it.
-inline constexpr int kDependentTeam = 8;
 
 // The lanes of this thread's team (kTeam a power of two up to 32, aligned in the warp) and no
 // others: teams of one warp may leave their loop at different rows.
@@ -264,7 +265,7 @@ rows_kernel(const typename R::In* x, Layout3 l, Sink out) {
   const typename R::In* row = x + (o < l.outer ? l.outer_in(o) : 0);
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   // (The wait returns at once where the launch was plain: teams of 16 and 32 are launched with
-  // programmatic dependence only in small grids, see run_rows; they never let the next kernel
+  // programmatic dependence only in small grids, see plan_reduce.h; they never let the next kernel
   // launch early.)
   cudaGridDependencySynchronize();
   if constexpr (kTeam <= kDependentTeam) cudaTriggerProgrammaticLaunchCompletion();
@@ -301,22 +302,6 @@ rows_kernel(const typename R::In* x, Layout3 l, Sink out) {
 template <class R>
 inline constexpr bool kWholeRows = !is_indexed_v<typename R::Op> && sizeof(typename R::Acc) <= 16 &&
                                    (std::is_same_v<typename R::In, float> || Lowp<typename R::In>::value);
-// The 16-byte loads of each row where whole_rows_kernel takes a layout: rows (inner == 1, one
-// reduced run) of 1, 2, 4, ..., 64 whole aligned vectors, contiguous; else 0. run_rows launches
-// it and run_reduce keeps such rows from the small kernel, by this one test.
-template <class R>
-int64_t whole_rows_loads(const Layout3& l, const void* in) {
-  if constexpr (!kWholeRows<R>) {
-    return 0;
-  } else {
-    constexpr int64_t kPer = 16 / int64_t(sizeof(typename R::In));
-    const int64_t loads = l.reduced / kPer;
-    const bool whole = l.combine == 1 && l.inner == 1 && l.in_reduced == 1 && l.reduced % kPer == 0 &&
-                       reinterpret_cast<uintptr_t>(in) % 16 == 0 && l.outer_strides_multiple_of(kPer);
-    return whole && loads >= 1 && loads <= 64 && (loads & (loads - 1)) == 0 ? loads : 0;
-  }
-}
-
 template <class R, int kTeam, int kLoads>
 __global__ void __launch_bounds__(kRowsBlock, 2048 / kRowsBlock)
 whole_rows_kernel(const typename R::In* x, Layout3 l, Sink out) {
@@ -428,7 +413,7 @@ __device__ __forceinline__ typename R::Acc segment_part(const typename R::In* x,
 
 // Long rows: block b reduces segment b % segments of row b / segments. With one segment it
 // writes the result, else the block's partial at index b, which row_partials_kernel combines.
-// `whole`: one segment a row, every row whole aligned 16-byte vectors (run_rows checked): the
+// `whole`: one segment a row, every row whole aligned 16-byte vectors (the planner checked): the
 // block issues its loads first, with no division of the block index and no head or tail.
 template <class R>
 __global__ void __launch_bounds__(kSegmentBlock)
@@ -483,7 +468,7 @@ two_vector_rows_kernel(const typename R::In* x, Layout3 l, Sink out) {
   if (threadIdx.x == 0) store_acc<Op>(out, l.outer_out(blockIdx.x), acc);
 }
 
-// The same with the rows' combine in it, for eager calls (see run_rows): each block writes its
+// The same with the rows' combine in it, for eager calls (see plan_reduce.h): each block writes its
 // partial, then takes a number from its row's ticket word (0 between calls; the last block
 // sets it back to 0), and the row's last block combines the row's partials into `out` with
 // row_partials_kernel's arithmetic, so the same bits. A kernel of its own: with the combine in
@@ -626,7 +611,7 @@ columns_kernel(const typename R::In* x, Layout3 l, unsigned column_blocks, int64
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   // With splits a combine kernel follows: wait, then let it launch, as row_segments_kernel
   // ((65536, 128) float32 over dim 0, graph replays: 9.4 -> 8.4 us a call, with the combine's
-  // own trigger, chain_next_call). Small grids launch the same way (run_columns); launched
+  // own trigger, chain_next_call). Small grids launch the same way (plan_reduce.h); launched
   // plainly, both calls return at once. The wait comes after the indexes, as small_kernel's
   // (hot, H200: mean over dim 1 of (96, 128, 7) float32 1.90 -> 1.81 us, of (56, 512, 40)
   // bfloat16 2.78 -> 2.67; inf-norm over dim 0 of (224, 3, 768) bfloat16 2.63 -> 2.52).
@@ -758,7 +743,7 @@ columns_kernel(const typename R::In* x, Layout3 l, unsigned column_blocks, int64
   }
 }
 
-// Small reductions (up to kSmallElements elements in all, kSmallCount a result), any layout, in
+// Small reductions (up to Tuning::small_elements elements in all, small_count a result), any layout, in
 // one kernel: a team of 2^team_bits threads a result (a part of a warp, or up to the whole block),
 // each thread's loads issued together, kSmallLoads at a time (16-byte vectors where each result's
 // elements are runs of whole aligned vectors), the team combined by shuffles, then across its
@@ -770,32 +755,20 @@ columns_kernel(const typename R::In* x, Layout3 l, unsigned column_blocks, int64
 // graphs, torch.compile's one kernel 1.2). The three ways to the elements are separate loops: in
 // one, each load sat behind its own branches of the index arithmetic (SASS), one load issued
 // every ~60 instructions.
-inline constexpr int kSmallBlock = 256;
-inline constexpr int kSmallLoads = 8;
-inline constexpr int64_t kSmallElements = int64_t(1) << 16;
-inline constexpr int64_t kSmallCount = int64_t(kSmallBlock) * kSmallLoads * 4;  // four rounds of loads
-// Vector loads a thread the team is sized for (single elements: kSmallLoads). A vector is 2 to 16
+// The team is sized for kSmallVectorLoads vector loads a thread (single elements: kSmallLoads;
+// plan.h). A vector is 2 to 16
 // conversions and combines, longer than one more level of shuffles: in CUDA graphs, H200, a copy
 // of the kernel, bfloat16 sums over rows of 128 (16 vectors), 14 rows 1.15 -> 1.03 us with teams
 // of 8 lanes instead of 2, 512 rows 1.68 -> 1.22. A single element is one combine: teams sized
 // for 2 of them were 0.03-0.12 us slower than for 8 (rows of 3, columns of 40).
-inline constexpr int kSmallVectorLoads = 2;
 
-// IndexedLayout in 32 bits (the launcher checks that every offset is below 2^31), packed: each
+// The indexes come as SmallIndex (plan.h): IndexedLayout in 32 bits (the planner checks that
+// every offset is below 2^31), packed: each
 // launch's parameters are new to the constant cache, so each line of them the kernel reads is a
 // miss on its critical path, and a small kernel's warp issues its instructions one after another
 // (ncu: 301 instructions a warp for mean over (4, 3), torch.compile's kernel 50). A copy of the
 // kernel in CUDA graphs, H200, mean over (4, 3) bfloat16: 1.33 us a call with IndexedLayout's
 // 64-bit fields (300 bytes) and arithmetic, 1.18 with 32-bit arithmetic.
-struct SmallRun {
-  int32_t size, in;
-  uint32_t magic, shift;
-};
-struct SmallIndex {
-  int32_t outputs, count, kept_runs, reduced_runs;
-  SmallRun kept[kMaxOuterRuns], reduced[kMaxOuterRuns];
-};
-
 // The offset of index k of runs r[0, runs) (r[0] outermost), as RunIndex::in_offset.
 __device__ __forceinline__ int32_t small_offset(const SmallRun* r, int runs, int32_t k) {
   uint32_t n = uint32_t(k);
@@ -926,8 +899,6 @@ small_kernel(Sink out, const typename R::In* x, int team_bits, bool vectors, Sma
 // kernel put its threads down the reduced dim and across a row's outputs, which here left most
 // of them idle: var of (11008, 3, 16) over dim 1 ran 64 threads down a reduced dim of 3 and 4
 // across, 11008 blocks of 256 threads.
-inline constexpr int kTileBlock = 256;
-inline constexpr int kTileReduced = 16;
 
 // An output's elements as one aligned word of W (its reduced run contiguous, W bytes long).
 template <class W, class In>
@@ -984,10 +955,6 @@ tile_kernel(const typename R::In* x, Layout3 l, int a_bits, bool a_is_outer, int
   }
 }
 
-// Whether the result's adjacent outputs are along outer rather than inner (transposed against the
-// input): tile_kernel's lanes then go along outer.
-inline bool tiles_transposed(const Layout3& l) { return l.out_inner != 1 && l.outer > 1 && l.outer_out(1) == 1; }
-
 // Short reductions whose result is transposed against the input, inner contiguous in the input
 // (in_inner == 1) and outer in the result: a block reduces a tile of 32 * kV inner x 32 outer
 // outputs with its lanes along inner (kV elements a lane, one load where aligned), the
@@ -1000,8 +967,6 @@ inline bool tiles_transposed(const Layout3& l) { return l.out_inner != 1 && l.ou
 // the kernel: int16 sum over the size-1 dim of (1, 31, 1024, 3072).permute(3, 2, 0, 1) 1657 ->
 // 280 us (torch.compile 279); the tile kernel's lanes along outer read 32 sectors a load. (H200,
 // CUDA graphs.)
-inline constexpr int kTransposeTile = 32;
-inline constexpr int kTransposeRows = 4;  // rows (outer indexes) a thread: 8 warps x 4 = 32
 template <class R>
 inline constexpr int kTransposeV = sizeof(typename R::In) <= 2 && sizeof(typename R::Acc) <= 8 ? 4 : 1;
 
@@ -1078,8 +1043,6 @@ transpose_tile_kernel(const typename R::In* x, Layout3 l, int64_t inner_tiles, b
 // with its threads down a reduced dim of one: var over the size-1 dim of (64, 1, 3,
 // 151936).transpose(1, 2) float16 117 us, 80 registers, 13% of DRAM's peak (ncu, H200); this
 // kernel 94 us, still a third of torch.compile's speed (29.5; not profiled yet).
-inline constexpr int kMapBlock = 256;
-inline constexpr int kMapLoads = 8;
 template <class R>
 __global__ void __launch_bounds__(kMapBlock)
 map_kernel(const typename R::In* x, Layout3 l, Sink out) {
@@ -1119,17 +1082,6 @@ map_kernel(const typename R::In* x, Layout3 l, Sink out) {
 // sum over dim 1 of (49152, 3, 128) int64 103 -> 55 (47); argmin over dim 1 of (49, 80, 1, 3)
 // bfloat16 expanded to 4096 on dim 2, 560 -> 112 (56). Rows of 7 still trail torch.compile's
 // kernel, which keeps a row's elements in one thread's registers without the shared memory pass.
-inline constexpr int kSlabBlock = 256;
-inline constexpr int kSlabBytes = 8192;
-
-struct SlabShape {
-  int64_t slab;     // S, elements
-  int slabs;        // G, a block's
-  int team_bits;    // lanes an output
-  bool linear;      // slab o at o * S: a block's slabs are one run of memory
-  bool vectors;     // linear, and each block's run starts and ends 16-byte aligned but the last's end
-  uint32_t slab_magic, slab_shift, inner_magic, inner_shift;  // division by S and by inner
-};
 
 // Division of n < 2^31 by d from (magic, shift) as RunIndex's.
 __device__ __forceinline__ uint32_t divide(uint32_t n, uint32_t magic, uint32_t shift) {
@@ -1212,64 +1164,6 @@ slab_kernel(const typename R::In* x, Layout3 l, SlabShape s, Sink out) {
   }
 }
 
-// slab_kernel's shape for a layout, or false where it does not apply: the slabs dense, one of
-// them within kSlabBytes, and indexes below 2^31.
-template <class R>
-bool slab_shape(const Layout3& l, const void* in, int sm_count, SlabShape* shape) {
-  constexpr int64_t kSize = sizeof(typename R::In);
-  const bool dense = (l.inner == 1 && l.in_reduced == 1) || (l.in_inner == 1 && (l.in_reduced == l.inner || l.reduced == 1));
-  const int64_t S = l.reduced * l.inner;
-  if (!dense || l.combine != 1 || S * kSize > kSlabBytes || l.outer >= INT32_MAX) return false;
-  // Results transposed against the input: the slabs' stores would be a result apart, where
-  // tile_kernel's lanes go along outer and store whole runs. Not for up to 4 results a slab,
-  // whose stores are then up to 4 runs a warp, while tile_kernel's lanes each read a slab of
-  // their own (sum over dim -1 of (151936, 80, 3).permute(2, 0, 1) int32: the columns kernel,
-  // 151936 blocks of 3 x 80 elements at 70% of the SMs' issue, 374 us; slabs 50.5, torch.compile
-  // 55; H200, hot).
-  if (l.inner > 4 && tiles_transposed(l)) return false;
-  SlabShape s{};
-  s.slab = S;
-  s.linear = l.outer_runs.runs <= 1 && (l.outer == 1 || l.in_outer == S);
-  int64_t G = kSlabBytes / (S * kSize);
-  if (!s.linear) G = std::min<int64_t>(G, kSlabBlock);
-  G = std::min<int64_t>(G, l.outer);
-  // 16-byte vectors: every block's run starts aligned (G * S * size a multiple of 16).
-  const int64_t bytes = S * kSize;
-  int64_t m = 16;
-  for (int64_t b = bytes; m > 1 && b % 2 == 0; b /= 2) m /= 2;  // 16 / gcd(bytes, 16)
-  if (s.linear && reinterpret_cast<uintptr_t>(in) % 16 == 0 && (G >= m || G == l.outer)) {
-    if (G < l.outer) G = G / m * m;
-    s.vectors = true;
-  }
-  s.slabs = int(G);
-  // Fewer blocks than multiprocessors: the other kernels spread such layouts wider (std over dim
-  // 1 of (128, 3, 256) bfloat16, 26 blocks of 5 slabs: 4.41 us against tiles' 3.11).
-  if (ceil_div(l.outer, G) < sm_count) return false;
-  const int64_t outputs = G * l.inner;
-  int bits = 0;
-  while (bits < 5 && (outputs << (bits + 1)) <= kSlabBlock && (int64_t(1) << bits) < l.reduced) ++bits;
-  s.team_bits = bits;
-  RunIndex div;
-  div.add(S, 0, 0);
-  div.add(l.inner, 0, 0);
-  s.slab_magic = div.magic[0], s.slab_shift = div.shift[0];
-  s.inner_magic = div.magic[1], s.inner_shift = div.shift[1];
-  *shape = s;
-  return true;
-}
-
-template <class R>
-cudaError_t run_slabs(const ReduceArgs& a, const Sink& result, const SlabShape& s, size_t* workspace_bytes) {
-  if (workspace_bytes) {
-    *workspace_bytes = 0;
-    return cudaSuccess;
-  }
-  const int64_t blocks = ceil_div(a.layout.outer, s.slabs);
-  if (blocks > kMaxGridX) return cudaErrorInvalidConfiguration;
-  return launch_dependent(slab_kernel<R>, dim3(unsigned(blocks)), dim3(kSlabBlock), a,
-                          static_cast<const typename R::In*>(a.in), a.layout, s, result);
-}
-
 // Combines the splits of the column kernel: thread (x, y) of a block takes output
 // blockIdx.x * 32 + x and splits y, y + Y, ...; the Y are then combined in y order.
 template <class R>
@@ -1297,689 +1191,173 @@ column_partials_kernel(const typename R::Acc* partials, int splits, Layout3 l, S
   store_acc<Op>(out, l.outer_out(k / l.inner) + (k % l.inner) * l.out_inner, v);
 }
 
+// ---- launch: what plan_reduce (cuda/plan_reduce.h) says, step by step ---------------------
 
-// The bytes of an output's reduced run that tile_kernel loads as one word: 4, 8 or 16 where every
-// such run is contiguous, that long and aligned to it; else 0.
+// The planner's view of R: its sizes and kernels, and the occupancy of the kernels whose grids
+// are sized by it, queried once per device (one word a device, 0 until asked; a plan costs no
+// query after the first).
 template <class R>
-int tile_word(const Layout3& l, const void* in) {
-  const int64_t bytes = l.reduced * int64_t(sizeof(typename R::In));
-  if (l.in_reduced != 1 || (bytes != 4 && bytes != 8 && bytes != 16)) return 0;
-  if (reinterpret_cast<uintptr_t>(in) % bytes != 0 || !l.outer_strides_multiple_of(l.reduced) ||
-      (l.inner > 1 && l.in_inner % l.reduced != 0))
-    return 0;
-  return int(bytes);
+OpTraits traits_of() {
+  using Op = typename R::Op;
+  OpTraits t;
+  t.in_bytes = int(sizeof(typename R::In));
+  t.acc_bytes = int(sizeof(typename R::Acc));
+  t.indexed = is_indexed_v<Op>;
+  t.group_rows = kGroupRows<R>;
+  t.whole_rows = kWholeRows<R>;
+  t.quarter = kQuarterBlocks<R>;
+  constexpr int kDevices = 64;
+  static std::atomic<uint32_t> known[kDevices];
+  int device = 0;
+  cudaGetDevice(&device);
+  uint32_t packed = device >= 0 && device < kDevices ? known[device].load(std::memory_order_relaxed) : 0;
+  if (packed == 0) {
+    const auto byte = [](int blocks) { return uint32_t(std::clamp(blocks, 1, 255)); };
+    uint32_t vector = 1, quarter = 1;
+    if constexpr (!is_indexed_v<Op>) vector = byte(vector_resident<R, kVecBlock>());
+    if constexpr (kQuarterBlocks<R>) quarter = byte(vector_resident<R, kQuarterBlock>());
+    packed = 1u << 24 | byte(resident_blocks_per_sm<row_segments_kernel<R>>(kSegmentBlock)) << 16 | vector << 8 |
+             quarter;
+    if (device >= 0 && device < kDevices) known[device].store(packed, std::memory_order_relaxed);
+  }
+  t.segments_resident = int(packed >> 16 & 255);
+  t.vector_resident = int(packed >> 8 & 255);
+  t.quarter_resident = int(packed & 255);
+  return t;
 }
 
-// tile_kernel's launch: A the inner dim unless the result is transposed (or rows: outer), as many
-// tiles as the outputs need (B looped past 65535 tiles).
-template <class R>
-cudaError_t run_tiles(const ReduceArgs& a, const Sink& result, size_t* workspace_bytes) {
-  if (workspace_bytes) {
-    *workspace_bytes = 0;
-    return cudaSuccess;
+// rows_kernel<R, team>, whole_rows_kernel<R, lanes, loads>, columns_kernel<R, V, U>: the
+// instances a plan may name.
+template <class R, class Go>
+cudaError_t launch_rows(const Step& s, Go go) {
+  switch (s.team) {
+    case 1: return go(rows_kernel<R, 1>);
+    case 2: return go(rows_kernel<R, 2>);
+    case 4: return go(rows_kernel<R, 4>);
+    case 8: return go(rows_kernel<R, 8>);
+    case 16: return go(rows_kernel<R, 16>);
+    case 32: return go(rows_kernel<R, 32>);
+    default: return cudaErrorInvalidValue;
   }
-  const Layout3& l = a.layout;
-  const bool a_is_outer = l.inner == 1 || tiles_transposed(l);
-  // Transposed results of a contiguous inner run, a tile of each at least: through shared memory,
-  // whole words of kV elements where every row's start is aligned to them.
-  if (tiles_transposed(l) && l.in_inner == 1 && l.inner >= kTransposeTile && l.outer >= kTransposeTile) {
-    using In = typename R::In;
-    constexpr int64_t kV = kTransposeV<R>;
-    const int64_t inner_tiles = ceil_div(l.inner, kTransposeTile * kV);
-    const int64_t blocks = inner_tiles * ceil_div(l.outer, int64_t(kTransposeTile));
-    const bool words = kV > 1 && reinterpret_cast<uintptr_t>(a.in) % (kV * sizeof(In)) == 0 &&
-                       l.outer_strides_multiple_of(kV) && (l.reduced == 1 || l.in_reduced % kV == 0);
-    if (blocks <= kMaxGridX)
-      return launch_dependent(transpose_tile_kernel<R>, dim3(unsigned(blocks)), dim3(kTileBlock), a,
-                              static_cast<const In*>(a.in), l, inner_tiles, words, result);
-  }
-  const int64_t nA = a_is_outer ? l.outer : l.inner, nB = a_is_outer ? l.inner : l.outer;
-  // 32 x 8 tiles; fewer than 8 outputs along B (rows: one) give A the rest of the block.
-  int b_bits = 0;
-  while (b_bits < 3 && (int64_t(1) << b_bits) < nB) ++b_bits;
-  int a_bits = 0;
-  while (a_bits < 8 - b_bits && (int64_t(1) << a_bits) < nA) ++a_bits;
-  const int64_t tiles_a = ceil_div(nA, int64_t(1) << a_bits);
-  const int64_t tiles_b = std::min<int64_t>(ceil_div(nB, int64_t(kTileBlock >> a_bits)), 65535);
-  if (tiles_a > kMaxGridX) return cudaErrorInvalidConfiguration;
-  // Launched with programmatic dependence, the indexes worked out before the wait (a copy of the
-  // kernel in CUDA graphs, H200, bfloat16 sums, us a call, plain -> dependent: (128, 3, 256) over
-  // dim 1 1.97 -> 1.29, rows of 14 1.92 -> 1.29, (11008, 3, 16) over dim 1 3.59 -> 2.88, rows of 7
-  // 2.23 -> 1.51). Waiting before the indexes it had been slower (mean over dim 2 of (1024, 16, 14)
-  // bfloat16, 64 blocks: 2.29 -> 2.78 us).
-  return launch_dependent(tile_kernel<R>, dim3(unsigned(tiles_a), unsigned(tiles_b)), dim3(kTileBlock), a,
-                          static_cast<const typename R::In*>(a.in), l, a_bits, a_is_outer, tile_word<R>(l, a.in),
-                          result);
 }
 
-template <class R>
-cudaError_t run_rows(const ReduceArgs& a, const Sink& result, size_t* workspace_bytes) {
-  using In = typename R::In;
-  using Acc = typename R::Acc;
-  const Layout3& l = a.layout;
-  const auto* x = static_cast<const In*>(a.in);
-  const int64_t per_load = l.in_reduced == 1 ? 16 / int64_t(sizeof(In)) : 1;
-  const int64_t loads = ceil_div(l.reduced, per_load);  // per row
-  // About four loads per lane; eight from rows of 64 loads up, which puts more rows in each
-  // warp and fewer blocks in the grid. On the H100, hot / cold us: (65536, 128) float32, 32
-  // loads a row, 8 lanes 5.95 / 14.8 against 4 lanes' 6.6 / 15.1 (4 lanes had been 4% faster
-  // before short rows ran 6 blocks a multiprocessor); (32768, 256) float32, 64 loads, 8 lanes
-  // 6.1 against 16 lanes' 7.1; (65536, 128) bfloat16, 16 loads, 4 lanes 4.0 against 2 lanes' 5.6.
-  // Rows of 32 loads of operators with many instructions an element (Welford's and
-  // logsumexp's groups, positions) take 4 lanes of eight where they are not whole rows (below):
-  // hot / cold us, (65536, 128) float32, 8 lanes against 4: var 8.76 / 15.19 -> 7.37 /
-  // 15.2-15.6 (torch.compile 7.11 / 15.78), std_mean 9.1 / 15.5 -> 7.5 / 15.6, logsumexp 9.36 /
-  // 15.36 -> 7.85 / 15.65, argmax 10.16 / 15.6 -> 8.48 / 15.97; bfloat16 rows of 256, var 5.48 /
-  // 10.29 -> 4.43 / 10.52. The others keep 8 lanes, which were 0.4-0.5 us faster cold: nansum
-  // 6.69 / 14.82 -> 6.57 / 15.36 with 4, prod 6.28 / 14.82 -> 6.41 / 15.25, 2-norm 6.37 / 14.80
-  // -> 6.38 / 15.23, int32 sum 6.82 / 14.79 -> 6.40 / 15.20.
-  constexpr bool kHeavy = kGroupRows<R> || is_indexed_v<typename R::Op>;
-  const int64_t per_lane = loads > 32 || (loads == 32 && kHeavy) ? 8 : 4;
-  int team = 1;
-  while (team < 32 && team * per_lane < loads) team *= 2;
-  // Every row whole aligned 16-byte vectors, contiguous.
-  const bool whole = per_load > 1 && reinterpret_cast<uintptr_t>(x) % 16 == 0 &&
-                     l.outer_strides_multiple_of(per_load) && l.reduced % per_load == 0;
-  // Teams when rows are short, or when there are rows enough for a quarter of the device's
-  // threads (four loads in flight each keep the memory busy); otherwise blocks on segments
-  // of rows (below).
-  // Rows of up to 8 loads a lane of a warp take teams too: the segments' blocks of 512 threads
-  // left most of theirs without a load, and combined 16 warps through shared memory (var_mean of
-  // (1024, 1024) float32 over dim 1, 1024 blocks: 7.8 us hot against torch.compile's 2.3).
-  // Rows of up to 20 loads a lane of a warp, and rows not whole vectors of up to 40 from three
-  // rows a multiprocessor, also take teams: a block a row left most of its 512 threads with one
-  // or two loads, and the combine of 16 warps (in CUDA graphs, H200: 2048 float32 rows of 2048,
-  // 8.67 -> 3.44 us; 2048 bfloat16 rows of 4097 9.92 -> 3.89; 1024 float32 rows of 4097 5.90 ->
-  // 3.98). From 64 loads a lane, a block a row was faster (196 int64 rows of 4096: 4.53 against
-  // 2.83).
-  const bool ragged_teams = !whole && loads <= 40 * 32 && l.outer >= 3 * int64_t(a.sm_count);
-  const bool teams = loads <= 20 * 32 || l.outer * team >= int64_t(a.sm_count) * 512 || ragged_teams;
-  // Many rows of at least two vectors a thread of a kSegmentBlock block (float32 rows of 4096
-  // and longer): a block a row, as torch.compile's kernel does. A warp a row left (4096, 4096)
-  // float32 with one warp of 56 registers a row, 46% of the warp slots and 76% of DRAM's peak
-  // against 91% and 81% (ncu); the block's 31 registers fill them. Rows of one vector a thread,
-  // or with a position's accumulator, lost with it (NOTES): not those; nor 8-byte inputs, not
-  // measured (their segments kernel takes 34 registers: 3 blocks of 512). Welford's takes it
-  // where rows are whole vectors, or where teams would leave rows to segments: float32 var over
-  // (4096, 4096) 24.5 / 26.5 -> 23.2 / 25.1 us hot / cold (torch.compile 23.6 / 25.5), (1024,
-  // 4096) 8.75 / 11.9 -> 4.9 / 9.7, bfloat16 (2048, 8192) 18.3 / 21.8 -> 9.5 / 15.4 (segments
-  // before), float32 (600, 8201) 18.5 / 24.0 -> 7.6 / 14.1 (segments before); rows not whole
-  // that teams take lost with it ((4096, 4097) float32 25.8 -> 32.5 hot: each thread's head,
-  // tail and groups of four, as the general rows kernel's).
-  constexpr bool kBlockRows = sizeof(In) <= 4 && (sizeof(Acc) <= 8 || (kGroupRows<R> && sizeof(Acc) <= 16));
-  // A block a row, in one kernel (l.outer blocks, run_rows checked the grid): rows of exactly two
-  // whole vectors a thread through two_vector_rows_kernel, others through row_segments_kernel.
-  const auto block_a_row = [&](int64_t per_segment) {
-    if constexpr (kBlockRows) {
-      if (whole && loads == 2 * kSegmentBlock) {
-        two_vector_rows_kernel<R><<<unsigned(l.outer), kSegmentBlock, 0, a.stream>>>(x, l, result);
-        return last_launch_error();
-      }
-    }
-    row_segments_kernel<R><<<unsigned(l.outer), kSegmentBlock, 0, a.stream>>>(x, l, per_segment, 1, whole, result);
-    return last_launch_error();
-  };
-  if constexpr (kBlockRows) {
-    if (per_load > 1 && loads >= 2 * kSegmentBlock && (sizeof(Acc) <= 8 || whole || !teams) && !ragged_teams &&
-        l.outer >= int64_t(a.sm_count) * resident_blocks_per_sm<row_segments_kernel<R>>(kSegmentBlock)) {
-      if (workspace_bytes) {
-        *workspace_bytes = 0;
-        return cudaSuccess;
-      }
-      if (l.outer > kMaxGridX) return cudaErrorInvalidConfiguration;
-      return block_a_row(l.reduced);
-    }
-  }
-  // Short rows (up to kTileReduced elements) whose neighbours in memory are results apart: tiles
-  // along the result's order (layout.h's rows_in_result_order), a thread a row.
-  Layout3 by_result;
-  if (l.reduced <= kTileReduced && rows_in_result_order(l, &by_result)) {
-    ReduceArgs t = a;
-    t.layout = by_result;
-    return run_tiles<R>(t, result, workspace_bytes);
-  }
-  // Other short rows that are not whole vectors: a thread a row, its elements loaded at once
-  // (tile_kernel), not the head, vectors and tail of a general row; or the dense slabs' blocks.
-  // Dense slabs where their blocks' loads are one run of memory; else tiles, a word a row where
-  // rows are aligned words (H200, us: amax over rows of 8 uint8 of (2^20, 8) slabs 6.7, tiles of
-  // words 12.7; through two outer runs, (14336, 77, 8), slabs 19.1, tiles of words 14.9).
-  const bool whole_rows = whole_rows_loads<R>(l, x) > 0;  // whole_rows_kernel's (below)
-  if (l.reduced <= kTileReduced && !whole_rows) {
-    SlabShape slabs;
-    if (slab_shape<R>(l, x, a.sm_count, &slabs) && (slabs.linear || tile_word<R>(l, x) == 0))
-      return run_slabs<R>(a, result, slabs, workspace_bytes);
-    return run_tiles<R>(a, result, workspace_bytes);
-  }
-  // Whole rows of 1 to 64 vectors of floats: a thread a row up to 2 vectors, two loads a lane up
-  // to 16 vectors a row, four from 32 (float32 rows of 128: 8 lanes x 4 loads 5.41 / 14.55 us,
-  // 16 x 2 5.8 / 14.5; rows of 64 vectors: 16 x 4 5.45 / 14.55, 8 x 8 5.7 / 14.7).
+template <class R, class Go>
+cudaError_t launch_whole_rows(const Step& s, Go go) {
   if constexpr (kWholeRows<R>) {
-    if (whole_rows) {
-      const int lanes = int(loads <= 2 ? 1 : loads <= 16 ? loads / 2 : loads / 4);
-      const int64_t blocks = ceil_div(l.outer, int64_t(kRowsBlock / lanes));
-      if (blocks <= kMaxGridX) {
-        if (workspace_bytes) {
-          *workspace_bytes = 0;
-          return cudaSuccess;
-        }
-        const auto launch = [&](auto kernel) {
-          return launch_dependent(kernel, dim3(unsigned(blocks)), dim3(kRowsBlock), a, x, l, result);
-        };
-        switch (loads) {
-          case 1: return launch(whole_rows_kernel<R, 1, 1>);
-          case 2: return launch(whole_rows_kernel<R, 1, 2>);
-          case 4: return launch(whole_rows_kernel<R, 2, 2>);
-          case 8: return launch(whole_rows_kernel<R, 4, 2>);
-          case 16: return launch(whole_rows_kernel<R, 8, 2>);
-          case 32: return launch(whole_rows_kernel<R, 8, 4>);
-          default: return launch(whole_rows_kernel<R, 16, 4>);
-        }
-      }
+    switch (s.loads) {
+      case 1: return go(whole_rows_kernel<R, 1, 1>);
+      case 2: return go(whole_rows_kernel<R, 1, 2>);
+      case 4: return go(whole_rows_kernel<R, 2, 2>);
+      case 8: return go(whole_rows_kernel<R, 4, 2>);
+      case 16: return go(whole_rows_kernel<R, 8, 2>);
+      case 32: return go(whole_rows_kernel<R, 8, 4>);
+      case 64: return go(whole_rows_kernel<R, 16, 4>);
+      default: break;
     }
   }
-  if (teams) {
-    if (workspace_bytes) {
-      *workspace_bytes = 0;
-      return cudaSuccess;
-    }
-    const int64_t blocks = std::min(ceil_div(l.outer, kRowsBlock / team), kMaxGridX);
-    // Teams of 16 and 32 lanes with programmatic dependence too where the grid is up to two
-    // blocks a multiprocessor (the launch then is a larger part of the call): 100 to 2048 float32
-    // rows of 1024, 2.01-2.76 -> 1.75-2.50 us in CUDA graphs.
-    const bool dependent = team <= kDependentTeam || blocks <= 2 * int64_t(a.sm_count);
-    const auto launch = [&](auto kernel) {
-      if (dependent) return launch_dependent(kernel, dim3(unsigned(blocks)), dim3(kRowsBlock), a, x, l, result);
-      kernel<<<unsigned(blocks), kRowsBlock, 0, a.stream>>>(x, l, result);
-      return last_launch_error();
-    };
-    switch (team) {
-      case 1: return launch(rows_kernel<R, 1>);
-      case 2: return launch(rows_kernel<R, 2>);
-      case 4: return launch(rows_kernel<R, 4>);
-      case 8: return launch(rows_kernel<R, 8>);
-      case 16: return launch(rows_kernel<R, 16>);
-      default: return launch(rows_kernel<R, 32>);
-    }
-  }
-  // As many segments per row as make the blocks fill whole waves of the device, up to four
-  // waves and at least one load per thread (plan.h). ((128, 65536) float32 had 5 segments, 640
-  // blocks: 1.2 waves of 528; now 4.)
-  const int64_t wave = int64_t(a.sm_count) * resident_blocks_per_sm<row_segments_kernel<R>>(kSegmentBlock);
-  const int64_t most = std::max<int64_t>(1, std::min(ceil_div(4 * wave, l.outer), ceil_div(loads, kSegmentBlock)));
-  // From half as many rows as multiprocessors, a block a row in one kernel: the segments'
-  // second kernel cost more than the waves it evened out (in CUDA graphs, H200: 196 float32 rows
-  // of 16384 7.69 -> 3.64 us, of 65536 13.99 -> 10.35; 224 bfloat16 rows of 49152 8.26 -> 4.62;
-  // 64 float32 rows of 65536 level; 16 rows of 65536 3.55 against 3.99, kept in segments).
-  // Up to 64 loads a thread: 128 rows of 2^19 float32 (one 2 MB row expanded, all of it in L2)
-  // took 20.6 us a block a row against 14.5 in segments, a block a multiprocessor too few to
-  // keep L2 busy.
-  const bool block_rows = 2 * l.outer >= a.sm_count && loads <= 64 * kSegmentBlock;
-  int64_t segments = block_rows ? 1 : segments_per_row(l.outer, most, wave);
-  const int64_t per_segment = ceil_div(ceil_div(l.reduced, segments), 16) * 16;
-  segments = ceil_div(l.reduced, per_segment);
-  if (workspace_bytes) {
-    *workspace_bytes = segments > 1 ? size_t(l.outer * segments) * sizeof(Acc) : 0;
-    return cudaSuccess;
-  }
-  if (l.outer * segments > kMaxGridX) return cudaErrorInvalidConfiguration;
-  if (segments == 1) return block_a_row(per_segment);
-  auto* partials = static_cast<Acc*>(a.workspace);
-  const unsigned grid = unsigned(l.outer * segments);
-  // Eager calls with a ticket word for every row: one kernel, as full sums (vector.cuh). This
-  // path has at most ~4 waves of blocks in all, so rows fit kTicketWords on any device made yet;
-  // past it, two kernels. The same segments either way, so the same bits.
-  if (a.ticket != nullptr && l.outer <= kTicketWords) {
-    row_segments_ticket_kernel<R><<<grid, kSegmentBlock, 0, a.stream>>>(x, l, per_segment, int(segments), partials,
-                                                                        a.ticket, result);
-    return last_launch_error();
-  }
-  if (cudaError_t e = launch_dependent(row_segments_kernel<R>, dim3(grid), dim3(kSegmentBlock), a, x, l,
-                                      per_segment, int(segments), false, Sink::partials(partials));
-      e != cudaSuccess)
-    return e;
-  return launch_dependent(row_partials_kernel<R>, dim3(unsigned(ceil_div(l.outer, kRowsBlock / 32))),
-                          dim3(kRowsBlock), a, static_cast<const Acc*>(partials), int(segments), l, result);
+  return cudaErrorInvalidValue;
 }
 
-// How run_columns lays out the work for V outputs a thread and blocks of `threads`.
-struct ColumnsShape {
-  int Y, X;                // threads down the reduced dim and across the outputs, per block
-  int64_t whole;           // the outputs of one outer index in whole V-vectors (inner rounded down)
-  int64_t column_blocks;   // blocks across those, per outer index
-  int64_t splits, per_split;
-  bool deep;               // Y past 8 to save a split or for few outputs (not for splits alone)
-};
-
-// About two blocks per multiprocessor keep the memory busy. Threads go down the reduced dim
-// (Y) only when the outputs alone give fewer blocks than that; past Y = 8, only if that saves
-// splitting the reduced dim across blocks, which costs a second kernel, or, for 1- and 2-byte
-// inputs (8 or 16 outputs a thread) whose reduced dim is split anyway, to 16: half the splits,
-// so half the partials to write and combine. Hot / cold us over dim 0, H100: (4096, 4096) uint8
-// 12.6 / 18.8 -> 9.6 / 16.5, bfloat16 9.3 / 18.1 -> 9.2 / 17.6, var of bfloat16 22.1 / 26.6 ->
-// 18.2 / 22.7, (2048, 8192) bfloat16 9.2 / 18.1 -> 9.1 / 17.5; float32 was mixed ((4096, 4096)
-// 25.5 -> 25.2 hot, (8192, 1024) 8.1 -> 9.3, argmax of (4096, 4096) 28.5 -> 29.2). (128, 65536)
-// and (4096, 4096) over dim 0 with Y = 32 and splits were slower than with Y = 8 and more
-// splits. Not for indexed operators (`deeper` false): argmax measured slower, as float32.
-// Two blocks per multiprocessor rather than three: a third fewer splits for the combine; hot on
-// the H100, (65536, 128) float32 over dim 0 8.68 -> 8.20 us, var of it 14.50 -> 13.14, uint8
-// (2^20, 16) 10.89 -> 9.72; cold within +-0.2 us; four were slower (benchmarks/NOTES.md).
-// Short of that, 32 threads down and no split when that still gives a block a multiprocessor
-// (and each thread four rows): the second kernel cost more than the blocks missing. (512,
-// 16384) bfloat16 over dim 0, 256 blocks instead of 320 and a combine: 6.32 / 12.54 -> 4.39 /
-// 10.43 us hot / cold, var of it 15.44 / 21.02 -> 6.18 / 11.65, float32 (512, 8192) 5.52 / 11.90
-// -> 4.39 / 10.37 (H100).
-inline ColumnsShape columns_shape(const Layout3& l, int64_t V, int threads, int sm_count, bool deeper) {
-  const int64_t wanted = int64_t(sm_count) * 2;
-  const auto blocks_for = [&](int y) { return l.outer * ceil_div(l.inner, int64_t(threads / y) * V); };
-  int Y = 1;
-  bool one_pass = false, split_deeper = false;
-  while (Y < 8 && blocks_for(Y) < wanted) Y *= 2;
-  if (blocks_for(Y) < wanted) {
-    if (blocks_for(16) >= wanted) {
-      Y = 16;
-    } else if (blocks_for(kColumnsMaxY) >= wanted) {
-      Y = kColumnsMaxY;
-    } else if ((blocks_for(kColumnsMaxY) >= sm_count && l.reduced >= 4 * kColumnsMaxY) ||
-               l.reduced <= 8 * kColumnsMaxY) {
-      // (Up to 8 rows a thread: two rounds of loads cost less than a second kernel. sum(x, 0)
-      // of (128, 6144) bfloat16 was split in two, 3.7 us in CUDA graphs against torch.compile's
-      // one kernel, 1.7.)
-      Y = kColumnsMaxY;
-      one_pass = true;
-    } else {
-      split_deeper = deeper && V >= 8;  // 1- and 2-byte inputs (4-byte ones measured mixed)
-    }
-  }
-  // No thread across without an output: while half the threads across cover a row's outputs,
-  // twice the threads go down (the blocks stay as many), down to one thread across. (65536,
-  // 128) bfloat16 over dim 0 had 16 vectors of outputs and 32 threads across: half of every
-  // block idle; (2^20, 16) bfloat16, stopped at Y = 32, 8 threads across for 2 vectors (13.9 /
-  // 22.1 us hot / cold against 9.3 / 19.2 with 2 across; uint8, one vector, 23.4 / 30.1 -> 10.5 /
-  // 16.7; H100).
-  while (Y < threads && int64_t(threads / Y / 2) * V >= l.inner) Y *= 2;
-  ColumnsShape c{};
-  c.deep = Y >= 16;
-  if (split_deeper) Y = std::max(Y, 16);
-  c.Y = Y;
-  c.X = threads / Y;
-  c.whole = l.inner / V * V;
-  c.column_blocks = std::max<int64_t>(1, ceil_div(c.whole, int64_t(c.X) * V));
-  const int64_t xblocks = l.outer * c.column_blocks;
-  c.splits = one_pass ? 1 : std::clamp<int64_t>(ceil_div(wanted, xblocks), 1, std::max<int64_t>(1, l.reduced / (4 * Y)));
-  c.splits = std::min<int64_t>(c.splits, 65535);
-  c.per_split = ceil_div(l.reduced, c.splits);
-  c.splits = ceil_div(l.reduced, c.per_split);
-  return c;
-}
-
-// Small columns (run_layout): an output a thread, about 8 rows a thread down (Y = rows / 8, 4
-// to 32), one pass.
-inline ColumnsShape small_columns_shape(const Layout3& l) {
-  ColumnsShape c{};
-  c.Y = 4;
-  while (c.Y < kColumnsMaxY && 16 * c.Y <= l.reduced) c.Y *= 2;
-  c.X = kColumnsBlock / c.Y;
-  c.whole = l.inner;
-  c.column_blocks = ceil_div(l.inner, int64_t(c.X));
-  c.splits = 1;
-  c.per_split = l.reduced;
-  c.deep = c.Y >= 16;
-  return c;
-}
-
-template <class R, int V, int U>
-cudaError_t run_columns(const ReduceArgs& a, const Sink& result, const ColumnsShape& c,
-                        size_t* workspace_bytes) {
+template <class R, class Go>
+cudaError_t launch_columns(const Step& s, Go go) {
   using In = typename R::In;
-  using Acc = typename R::Acc;
-  const Layout3& l = a.layout;
-  if (workspace_bytes) {
-    *workspace_bytes = c.splits > 1 ? size_t(c.splits * l.outer * l.inner) * sizeof(Acc) : 0;
-    return cudaSuccess;
-  }
-  // Whole vectors; then (V > 1 only) the last outputs of each row, fewer than V, are another
-  // launch, a block or two per outer index and split.
-  const int64_t whole = c.whole;
-  const int64_t xblocks = l.outer * c.column_blocks;
-  if (xblocks > kMaxGridX) return cudaErrorInvalidConfiguration;
-  const auto* x = static_cast<const In*>(a.in);
-  const dim3 grid{unsigned(xblocks), unsigned(c.splits)}, block{unsigned(c.X), unsigned(c.Y)};
-  const Sink sink = c.splits == 1 ? result : Sink::partials(a.workspace);
-  // With splits, the chain of the full sums: each kernel waits for the one before it, then lets
-  // the next launch (see columns_kernel).
-  const auto launch = [&](auto kernel, dim3 g, unsigned column_blocks, int64_t first, int64_t last) {
-    if (c.splits > 1 || int64_t(g.x) <= 2 * int64_t(a.sm_count))
-      return launch_dependent(kernel, g, block, a, x, l, column_blocks, first, last, c.per_split, sink);
-    kernel<<<g, block, 0, a.stream>>>(x, l, column_blocks, first, last, c.per_split, sink);
-    return last_launch_error();
-  };
-  if (whole > 0) {
-    if (cudaError_t e = launch(columns_kernel<R, V, U>, grid, unsigned(c.column_blocks), 0, whole); e != cudaSuccess)
-      return e;
-  }
-  if (whole < l.inner) {
-    // Up to V - 1 outputs, which may be more than X threads (1-byte inputs: 15, X down to 8).
-    const int64_t tail_blocks = ceil_div(l.inner - whole, c.X);
-    if (l.outer * tail_blocks > kMaxGridX) return cudaErrorInvalidConfiguration;
-    if (cudaError_t e = launch(columns_kernel<R, 1, 4>, dim3{unsigned(l.outer * tail_blocks), unsigned(c.splits)},
-                               unsigned(tail_blocks), whole, l.inner);
-        e != cudaSuccess)
-      return e;
-  }
-  if (c.splits == 1) return cudaSuccess;
-  const auto* partials = static_cast<const Acc*>(a.workspace);
-  unsigned partial_y = 1;
-  while (partial_y < 32 && partial_y < c.splits) partial_y *= 2;
-  return launch_dependent(column_partials_kernel<R>,
-                          dim3(unsigned(ceil_div(l.outer * l.inner, kPartialsX))),
-                          dim3(kPartialsX, partial_y), a, partials, int(c.splits), l, result);
-}
-
-// Whether small_kernel takes a reduction: up to kSmallElements elements, any layout; past that,
-// where its one kernel still beats the shapes below, measured in CUDA graphs on the H200 over
-// random layouts of 2^12 to 2^20 elements (float32 and bfloat16 sums, float32 var and argmax):
-//  - a few rows (the innermost reduced run contiguous, each team's loads one run of memory),
-//    up to 2^20 elements for up to 256 results of 1- to 4-byte elements, else 2^19: float32
-//    (64, 5120) over dim 1 2.82 -> 1.77 us, (112, 1000) 2.20 -> 1.51, var of (224, 512) 2.48 ->
-//    1.90, (4, 8, 3, 3072) over dims 0 and 3 (two passes before) 3.95 -> 2.61. Past 1024 results
-//    or those sizes the teams of the rows kernel were faster (1024 rows of 1024 float32: 2.12
-//    against 2.04; (196, 4096) int64 3.14 against a block a row's 2.83);
-//  - columns whose adjacent results are adjacent in memory, of up to 32 rows, or of up to 128
-//    results and 2048 rows (one round of loads a lane), up to 2^19 elements: bfloat16 (32, 5120)
-//    over dim 0 2.57 -> 1.63 us, (12, 512, 77) 2.26 -> 1.66, float32 argmax of (2048, 64) 6.69 ->
-//    5.53. Where adjacent results are far apart in memory, every team's loads are, too:
-//    (196, 77, 32) float32 laid out as permute(1, 2, 0), over dim 2, took 7.06 us against the
-//    columns kernel's 2.97; and columns of more rows were slower: (3072, 97) 8.38 against 3.69.
-// `whole_rows`: rows that whole_rows_kernel takes (1 to 64 whole aligned vectors), faster
-// than the small kernel (832 float32 rows of 128: 1.03 us against 1.36).
-template <class R>
-bool small_reaches(const IndexedLayout& l, bool whole_rows) {
-  const int64_t n = l.outputs * l.count;
-  if (n <= kSmallElements) return l.count <= kSmallCount;
-  const bool rows = l.reduced.innermost_contiguous();
-  if (rows && whole_rows) return false;
-  if (rows)
-    return l.outputs <= 1024 && l.count <= 16384 &&
-           n <= (l.outputs <= 256 && sizeof(typename R::In) <= 4 ? int64_t(1) << 20 : int64_t(1) << 19);
-  const bool adjacent = l.kept.innermost_contiguous();
-  return adjacent && (l.count <= 32 || (l.outputs <= 128 && l.count <= int64_t(kSmallBlock) * kSmallLoads)) &&
-         n <= (int64_t(1) << 19);
-}
-
-// Also, from 2048 results of up to 16384 elements, layouts where small_kernel's one pass over any
-// layout beat the passes of run_combined and run_layout (in CUDA graphs, H200, us):
-//  - several reduced runs, the innermost contiguous (Layout3::combine: partials, then their
-//    combine): nansum over dims 1 and 3 of (64, 56, 1024, 32) float16 158 -> 58 (torch.compile
-//    96); mean over dims 0 and 3 of (7, 96, 96, 8).transpose(1, 2) float32 6.1 -> 2.2 (1.9).
-//    sum over dims 0 and 2 of (64, 4096, 128) float32 35.0 -> 31.5. Not where the innermost
-//    reduced run is strided (mean over dims 0 and 2 of (12, 151936, 12)[..., ::2] bfloat16 took
-//    32.6 against 20.6), nor for Welford's and logsumexp's groups (var over dims 1 and 3 of (32,
-//    16, 1024, 64) bfloat16 35.2 against 27.0);
-//  - columns narrower than 128 bytes that are not dense slabs, of up to 128 rows, adjacent
-//    results adjacent in memory: argmax over dim 3 of (28, 128, 77, 16).permute(2, 1, 3, 0)
-//    float32 53.8 -> 9.6 (16.6); any over dim 0 of (64, 1000, 5, 16)[:, :, ::3] int32 9.7 -> 4.1
-//    (torch 3.7). Columns of 4096 rows were six times slower (each team's loads a column
-//    apart), and so were results apart in memory: aminmax over dim -1 of (128, 2048,
-//    40).transpose(0, 2) int16 10.5 -> 55.4, argmax over dim -1 of a channels_last (197, 64,
-//    77, 56) uint8 130 -> 232 (random shapes, seeds 52361 and 31337).
-template <class R>
-bool small_beats_passes(const ReduceArgs& a) {
-  const IndexedLayout& x = a.indexed;
-  const Layout3& l = a.layout;
-  if (x.outputs < 2048 || x.count > 16384) return false;
-  if (l.combine > 1) return !kGroupRows<R> && x.reduced.innermost_contiguous();
-  const bool adjacent = x.kept.innermost_contiguous();
-  SlabShape slabs;
-  return adjacent && x.count <= 128 && l.inner > 1 && l.inner * int64_t(sizeof(typename R::In)) < 128 &&
-         !slab_shape<R>(l, a.in, a.sm_count, &slabs);
-}
-
-// small_kernel's indexes, or false when an offset reaches 2^31.
-inline bool small_index(const IndexedLayout& l, SmallIndex* out) {
-  SmallIndex s = {};
-  int64_t span = 0;
-  const auto pack = [&](const RunIndex& r, SmallRun* runs) {
-    for (int q = 0; q < r.runs; ++q) {
-      span += (r.size[q] - 1) * r.in[q];
-      runs[q] = {int32_t(r.size[q]), int32_t(r.in[q]), r.magic[q], r.shift[q]};
-    }
-  };
-  pack(l.kept, s.kept);
-  pack(l.reduced, s.reduced);
-  s.kept_runs = l.kept.runs, s.reduced_runs = l.reduced.runs;
-  s.outputs = int32_t(l.outputs), s.count = int32_t(l.count);
-  *out = s;
-  return span < INT32_MAX;
-}
-
-// small_kernel's launch: 16-byte vectors where every result's elements are runs of whole aligned
-// vectors; the team that gives each thread about kSmallLoads elements or kSmallVectorLoads
-// vectors (up to a block);
-// blocks of up to kSmallBlock threads.
-template <class R>
-cudaError_t run_small(const ReduceArgs& a, const SmallIndex& l, size_t* workspace_bytes) {
-  if (workspace_bytes) {
-    *workspace_bytes = 0;
-    return cudaSuccess;
-  }
-  constexpr int64_t kPer = 16 / int64_t(sizeof(typename R::In));
-  // The innermost reduced run contiguous, a multiple of kPer long, and every other run's stride
-  // a multiple of kPer: then each vector's elements are consecutive in memory and in position.
-  const SmallRun& inner = l.reduced[std::max(l.reduced_runs - 1, 0)];
-  bool vectors = l.reduced_runs >= 1 && inner.in == 1 && inner.size % kPer == 0 &&
-                 reinterpret_cast<uintptr_t>(a.in) % 16 == 0;
-  for (int r = 0; r + 1 < l.reduced_runs; ++r) vectors = vectors && l.reduced[r].in % kPer == 0;
-  for (int r = 0; r < l.kept_runs; ++r) vectors = vectors && l.kept[r].in % kPer == 0;
-  const int64_t loads = vectors ? l.count / kPer : l.count;
-  // Teams past a warp combine through shared memory and a barrier: those only for kSmallLoads
-  // loads a thread (bfloat16 rows of 1024, 8 rows: 1.69 -> 1.84 us with 64 lanes of 2 vectors).
-  const auto more_lanes = [&](int bits) {
-    return (int64_t(vectors && bits < 5 ? kSmallVectorLoads : kSmallLoads) << bits) < loads;
-  };
-  int team_bits = 0;
-  while ((int64_t(1) << team_bits) < kSmallBlock && more_lanes(team_bits)) ++team_bits;
-  const int64_t threads = int64_t(l.outputs) << team_bits;
-  const int block = int(std::min<int64_t>(kSmallBlock, ceil_div(threads, 32) * 32));
-  return launch_dependent(small_kernel<R>, dim3(unsigned(ceil_div(threads, block))), dim3(block), a,
-                          Sink{a.out, a.types.out, a.project, a.out2}, static_cast<const typename R::In*>(a.in),
-                          team_bits, vectors, l);
-}
-
-// One pass over a layout of one reduced run (combine == 1), its results into `result`.
-template <class R>
-cudaError_t run_layout(const ReduceArgs& a, const Sink& result, size_t* workspace_bytes) {
-  using In = typename R::In;
-  const Layout3& l = a.layout;
-  // Indexed operators reduce a whole tensor as one row (segments across blocks): the vector
-  // kernels' packed and grouped paths know no positions.
-  if constexpr (!is_indexed_v<typename R::Op>) {
-    if (l.is_full_contiguous()) {
-      ReduceArgs full = a;
-      full.n = l.reduced;
-      return run_vector<R>(full, workspace_bytes);
-    }
-  }
-  if (l.inner == 1) return run_rows<R>(a, result, workspace_bytes);
-  // Short reductions whose results are transposed against the input, the result-contiguous run
-  // not the last outer digit: that run last (layout.h), so that tiles go along the result.
-  Layout3 ordered;
-  if (l.reduced <= kTileReduced && outer_in_result_order(l, &ordered)) {
-    ReduceArgs t = a;
-    t.layout = ordered;
-    return run_layout<R>(t, result, workspace_bytes);
-  }
-  // A map along inner (above), from a block's elements a row.
-  const int64_t map_blocks = ceil_div(l.inner, int64_t(kMapBlock * kMapLoads));
-  if (l.reduced == 1 && l.combine == 1 && l.in_inner == 1 && l.out_inner == 1 && l.inner >= kMapBlock * kMapLoads &&
-      map_blocks <= kMaxGridX) {
-    if (workspace_bytes) {
-      *workspace_bytes = 0;
-      return cudaSuccess;
-    }
-    return launch_dependent(map_kernel<R>, dim3(unsigned(map_blocks), unsigned(std::min<int64_t>(l.outer, 65535))),
-                            dim3(kMapBlock), a, static_cast<const In*>(a.in), l, result);
-  }
   // Indexed operators' accumulators are 16 bytes: 16 outputs a thread (1-byte inputs) spilled and
-  // overflowed the block's shared memory (parked), so those read 8-byte vectors.
+  // overflowed the block's shared memory (parked), so those read 8-byte vectors (plan_reduce.h).
   constexpr int kV = 16 / sizeof(In) / (is_indexed_v<typename R::Op> && sizeof(In) == 1 ? 2 : 1);
-  const auto aligned = [](int64_t stride, int64_t extent) {
-    return extent == 1 || (stride * int64_t(sizeof(In))) % 16 == 0;
-  };
-  const bool vectors = l.in_inner == 1 && reinterpret_cast<uintptr_t>(a.in) % 16 == 0 &&
-                       l.outer_strides_multiple_of(16 / int64_t(sizeof(In))) && aligned(l.in_reduced, l.reduced);
-  constexpr bool kDeeper = !is_indexed_v<typename R::Op>;
-  // A short reduced dim: tiles where the columns' threads down it, or across a row's outputs,
-  // would be mostly idle, or where the result is transposed against the input (tile_kernel).
-  // Also where a columns block would have fewer than 4 elements a thread: each block's fixed
-  // cost (the combine down Y through shared memory) then outweighs its loads (2-norm over dim 2
-  // of (1024, 64, 7, 28) float16, 65536 blocks of 28 x 7 elements: 129 us, torch.compile 5.9).
-  const auto tiles = [&](const ColumnsShape& c, int64_t V) {
-    return l.reduced <= kTileReduced && (c.Y > 2 * l.reduced || int64_t(c.X) * V > 2 * l.inner || tiles_transposed(l) ||
-                                         int64_t(c.X) * V * l.reduced < 4 * kColumnsBlock);
-  };
-  // Dense slabs: where tiles would be taken, and for columns narrower than 128 bytes, whose
-  // rows the columns kernel's threads across mostly do not reach.
-  SlabShape slabs;
-  const bool dense = slab_shape<R>(l, a.in, a.sm_count, &slabs);
-  const bool narrow = dense && l.inner * int64_t(sizeof(In)) < 128;
-  if (narrow) return run_slabs<R>(a, result, slabs, workspace_bytes);
-  // Short reductions of results transposed against the input, a tile of them at least each way:
-  // transpose_tile_kernel (in run_tiles), dense or not. Slabs store such results one by one,
-  // far apart (var over the dim of 3 of a channels_last (112, 32, 197, 3) float32: 16.7 us in
-  // slabs, torch.compile 3.1).
-  if (l.reduced <= kTileReduced && tiles_transposed(l) && l.in_inner == 1 && l.inner >= kTransposeTile &&
-      l.outer >= kTransposeTile)
-    return run_tiles<R>(a, result, workspace_bytes);
-  // Also short columns whose V outputs a thread hold 64 bytes of accumulators or more (positions'
-  // 16 bytes, min-max pairs of 2-byte inputs): the columns kernel parks them in shared memory
-  // and ran at an eighth of DRAM's peak (in CUDA graphs, H200, us: argmax over dim 1 of (49152,
-  // 7, 128, 2) int16 450 -> 107 in slabs, torch 186; aminmax over dim 1 of (2048, 3, 512)
-  // float16 10.5 -> 5.9).
-  if (dense && l.reduced <= kTileReduced && sizeof(typename R::Acc) * kV >= 64)
-    return run_slabs<R>(a, result, slabs, workspace_bytes);
-  // Small columns (up to 2^19 elements) of 32 to 256 rows: an output a thread, so as many
-  // blocks as outputs allow, and about 8 rows a thread down (Y = rows / 8 up to 32), no split.
-  // The shapes below gave 2-byte inputs 8 outputs a thread and 32 threads down a column, a
-  // few dozen blocks each combining 32 rows of each output (in CUDA graphs, H200, us:
-  // logsumexp over dim 0 of (128, 3584) bfloat16 3.53 -> 2.28, std of (64, 3072) float16 3.04
-  // -> 2.09, amax of (96, 4608) bfloat16 2.66 -> 1.94, argmax of (256, 512) float32 3.24 -> 2.43).
-  if (l.reduced >= 32 && l.reduced <= 8 * kColumnsMaxY && l.outer * l.inner * l.reduced <= (int64_t(1) << 19))
-    return run_columns<R, 1, 4>(a, result, small_columns_shape(l), workspace_bytes);
-  if (!vectors) {
-    const ColumnsShape one = columns_shape(l, 1, kColumnsBlock, a.sm_count, kDeeper);
-    if (tiles(one, 1)) return dense ? run_slabs<R>(a, result, slabs, workspace_bytes) : run_tiles<R>(a, result, workspace_bytes);
-    return run_columns<R, 1, 4>(a, result, one, workspace_bytes);
-  }
-  const ColumnsShape wide = columns_shape(l, kV, kColumnsBlock, a.sm_count, kDeeper);
-  if (tiles(wide, kV)) return dense ? run_slabs<R>(a, result, slabs, workspace_bytes) : run_tiles<R>(a, result, workspace_bytes);
-  // Few outputs of a 2-byte type: 16-byte vectors give 8 outputs a thread, so few threads
-  // across that 16 go down each column and a 4-level tree combines them. 8-byte vectors,
-  // blocks of kNarrowBlock threads and 8 loads in flight fill the device with Y <= 8 instead.
-  // (128, 65536) bfloat16 over dim 0: 3.99 us against 4.53 (torch 4.56); 4 loads in flight
-  // 4.18, blocks of 256 4.27. float32 gained only on (256, 32768), 5%: not instantiated.
-  if constexpr (sizeof(In) == 2) {
-    if (wide.deep) {
-      const ColumnsShape narrow = columns_shape(l, kV / 2, kNarrowBlock, a.sm_count, kDeeper);
-      if (narrow.splits == 1) return run_columns<R, kV / 2, 8>(a, result, narrow, workspace_bytes);
-    }
-  }
-  return run_columns<R, kV, 4>(a, result, wide, workspace_bytes);
+  if (s.V == 1 && s.U == 4) return go(columns_kernel<R, 1, 4>);
+  if (s.V == kV && s.U == 4) return go(columns_kernel<R, kV, 4>);
+  if constexpr (sizeof(In) == 2)
+    if (s.V == kV / 2 && s.U == 8) return go(columns_kernel<R, kV / 2, 8>);
+  return cudaErrorInvalidValue;
 }
 
-// Several reduced runs (Layout3::combine): the pass over one of them writes each output's
-// partials, [partial][output] at the front of the workspace, and column_partials_kernel combines
-// them in order into the results (launched with programmatic dependence: it waits for the pass).
 template <class R>
-cudaError_t run_combined(const ReduceArgs& a, size_t* workspace_bytes) {
+cudaError_t launch_step(const Step& s, const ReduceArgs& a) {
+  using In = typename R::In;
   using Acc = typename R::Acc;
-  const Layout3& l = a.layout;
-  const int64_t outputs = l.outputs();
-  const size_t partial_bytes = ceil_div(int64_t(l.combine * outputs * int64_t(sizeof(Acc))), 256) * 256;
-  ReduceArgs first = a;
-  first.layout.combine = 1;
-  if (workspace_bytes) {
-    size_t bytes = 0;
-    if (cudaError_t e = run_layout<R>(first, Sink::partials(nullptr), &bytes); e != cudaSuccess) return e;
-    *workspace_bytes = partial_bytes + bytes;
-    return cudaSuccess;
+  char* ws = static_cast<char*>(a.workspace);
+  const Sink result{a.out, a.types.out, a.project, a.out2};
+  const Sink sink = s.to < 0 ? result : Sink::partials(ws + s.to);
+  const auto* x = static_cast<const In*>(a.in);
+  auto* partials = s.from < 0 ? nullptr : reinterpret_cast<Acc*>(ws + s.from);
+  const dim3 grid(unsigned(s.grid[0]), unsigned(s.grid[1])), block(unsigned(s.block[0]), unsigned(s.block[1]));
+  const auto launch = [&](auto kernel, auto... args) {
+    if (s.dependent) return launch_dependent(kernel, grid, block, a, args...);
+    kernel<<<grid, block, 0, a.stream>>>(args...);
+    return last_launch_error();
+  };
+  const Layout3& l = s.layout;
+  switch (s.kernel) {
+    case Kernel::Fill:
+      return cudaMemsetAsync(a.out2, 0, size_t(s.bytes), a.stream);
+    case Kernel::VectorBlock:
+    case Kernel::VectorGrid:
+    case Kernel::VectorCombine:
+      if constexpr (!is_indexed_v<typename R::Op>) return launch_vector_step<R>(s, a);
+      return cudaErrorInvalidValue;
+    case Kernel::Small:
+      return launch(small_kernel<R>, result, x, s.team, s.flag, s.small);
+    case Kernel::Map:
+      return launch(map_kernel<R>, x, l, sink);
+    case Kernel::Rows:
+      return launch_rows<R>(s, [&](auto kernel) { return launch(kernel, x, l, sink); });
+    case Kernel::WholeRows:
+      return launch_whole_rows<R>(s, [&](auto kernel) { return launch(kernel, x, l, sink); });
+    case Kernel::TwoVectorRows:
+      if constexpr (kBlockRows<R>) return launch(two_vector_rows_kernel<R>, x, l, sink);
+      return cudaErrorInvalidValue;
+    case Kernel::RowSegments:
+      return launch(row_segments_kernel<R>, x, l, s.per, int(s.count), s.flag, sink);
+    case Kernel::RowSegmentsTicket:
+      if (a.ticket == nullptr) return cudaErrorInvalidValue;
+      return launch(row_segments_ticket_kernel<R>, x, l, s.per, int(s.count), partials, a.ticket, sink);
+    case Kernel::RowPartials:
+      return launch(row_partials_kernel<R>, static_cast<const Acc*>(partials), int(s.count), l, sink);
+    case Kernel::Columns:
+      return launch_columns<R>(s, [&](auto kernel) {
+        return launch(kernel, x, l, unsigned(s.column_blocks), s.first, s.end, s.per, sink);
+      });
+    case Kernel::ColumnPartials:
+      return launch(column_partials_kernel<R>, static_cast<const Acc*>(partials), int(s.count), l, sink);
+    case Kernel::Tiles:
+      return launch(tile_kernel<R>, x, l, s.a_bits, s.a_is_outer, s.word, sink);
+    case Kernel::TransposeTiles:
+      if (s.V != kTransposeV<R>) return cudaErrorInvalidValue;
+      return launch(transpose_tile_kernel<R>, x, l, s.inner_tiles, s.flag, sink);
+    case Kernel::Slabs:
+      return launch(slab_kernel<R>, x, l, s.slabs, sink);
   }
-  if (l.combine > INT32_MAX) return cudaErrorInvalidConfiguration;
-  auto* partials = static_cast<Acc*>(a.workspace);
-  first.workspace = static_cast<char*>(a.workspace) + partial_bytes;
-  if (cudaError_t e = run_layout<R>(first, Sink::partials(partials), nullptr); e != cudaSuccess) return e;
-  Layout3 results;  // output k at k: the result is contiguous
-  results.outer = outputs;
-  results.out_outer = 1;
-  unsigned partial_y = 1;
-  while (partial_y < 32 && partial_y < l.combine) partial_y *= 2;
-  return launch_dependent(column_partials_kernel<R>, dim3(unsigned(ceil_div(outputs, kPartialsX))),
-                          dim3(kPartialsX, partial_y), a, static_cast<const Acc*>(partials), int(l.combine), results,
-                          Sink{a.out, a.types.out, a.project, a.out2});
+  return cudaErrorInvalidValue;
 }
 
-// A few results whose elements interleave in one long run (outer == 1, inner < 128 bytes,
-// in_reduced == inner: mean over dims 0 and 1 of (2048, 4096, 7)): the columns kernel's threads
-// across had a 7-output row each, mostly idle. Read as k consecutive rows a row instead, k *
-// inner outputs of partials combined k at a time (combine = k, run_combined): k the power of two
-// dividing the rows that makes a row of 1024 bytes or more (up to 1024 rows), at least 256 rows
-// left. In CUDA graphs, H200, us: mean over dims 0-2 of (77, 4096, 32, 3).transpose(1, 0)
-// bfloat16 69 -> 20.7 (torch 30.8); mean over dims 0-1 of (2048, 4096, 7).transpose(0, 1) float32
-// 123 -> 61.8 (torch 63.6). From 4 MiB: the combine kernel cost more than it saved on nansum over
-// dims 0-1 of (8192, 7, 8) bfloat16 (0.9 MB, 4.50 -> 5.36). Not for positions (a partial's are
-// in its own rows).
+// The plan of a call (launch.h's ReduceArgs) for R.
 template <class R>
-bool fold_interleaved(const Layout3& l, Layout3* out) {
-  if constexpr (is_indexed_v<typename R::Op>) {
-    return false;
-  } else {
-    constexpr int64_t kSize = sizeof(typename R::In);
-    if (l.combine != 1 || l.outer != 1 || l.inner < 2 || l.inner * kSize >= 128 || l.in_inner != 1 ||
-        l.out_inner != 1 || l.in_reduced != l.inner || l.reduced * l.inner * kSize < (int64_t(4) << 20))
-      return false;
-    int64_t k = 1;
-    while (k < 1024 && k * l.inner * kSize < 1024 && l.reduced % (2 * k) == 0 && l.reduced / (2 * k) >= 256) k *= 2;
-    if (k * l.inner * kSize < 1024) return false;
-    Layout3 f = l;
-    f.inner = k * l.inner;
-    f.reduced = l.reduced / k;
-    f.in_reduced = f.inner;
-    f.out_inner = 1;
-    f.combine = k;
-    *out = f;
-    return true;
-  }
+Plan plan_of(const ReduceArgs& a) {
+  PlanInput in;
+  in.layout = a.layout;
+  in.indexed = a.indexed;
+  in.address = reinterpret_cast<uintptr_t>(a.in);
+  in.ticket = a.ticket != nullptr;
+  in.positions_only = a.out == nullptr && a.out2 != nullptr;
+  return plan_reduce(Device{a.sm_count, a.cc_major}, traits_of<R>(), in);
 }
 
-// auto for one (In, Mid, Op) on any layout; see the top of this file.
+// auto for one (In, Mid, Op) on any layout (launch.h's protocol; with `plan`, the plan instead
+// and nothing launched).
 template <class R>
-cudaError_t run_reduce(const ReduceArgs& a, size_t* workspace_bytes) {
-  // argmax and argmin (positions only) over one element: every position is 0, and the result is
-  // a fresh contiguous tensor of the outputs (argmax over dim 0 of (1025, 4096, 1, 1).transpose(2,
-  // 0) float32 read every element: 62 us, torch's fill 8; the memset 9.1, H200).
-  if constexpr (is_indexed_v<typename R::Op>) {
-    if (a.out == nullptr && a.out2 != nullptr && a.layout.reduced == 1 && a.layout.combine == 1) {
-      if (workspace_bytes) {
-        *workspace_bytes = 0;
-        return cudaSuccess;
-      }
-      return cudaMemsetAsync(a.out2, 0, size_t(a.layout.outer * a.layout.inner) * sizeof(int64_t), a.stream);
-    }
-  }
-  // Small reductions in one kernel (whole contiguous ones but of indexed operators have the
-  // vector kernels').
-  SmallIndex small;
-  if (a.indexed.usable &&
-      (small_reaches<R>(a.indexed, whole_rows_loads<R>(a.layout, a.in) > 0) || small_beats_passes<R>(a)) &&
-      (is_indexed_v<typename R::Op> || !a.layout.is_full_contiguous()) && small_index(a.indexed, &small))
-    return run_small<R>(a, small, workspace_bytes);
-  if (a.layout.combine > 1) return run_combined<R>(a, workspace_bytes);
-  ReduceArgs folded = a;
-  if (fold_interleaved<R>(a.layout, &folded.layout)) return run_combined<R>(folded, workspace_bytes);
-  return run_layout<R>(a, Sink{a.out, a.types.out, a.project, a.out2}, workspace_bytes);
+cudaError_t run_reduce(const ReduceArgs& a, size_t* workspace_bytes, Plan* plan) {
+  const Plan p = plan_of<R>(a);
+  if (plan) *plan = p;
+  if (workspace_bytes) *workspace_bytes = p.workspace;
+  if (plan || workspace_bytes) return cudaSuccess;
+  if (p.invalid) return cudaErrorInvalidConfiguration;
+  for (int k = 0; k < p.steps; ++k)
+    if (cudaError_t e = launch_step<R>(p.step[k], a); e != cudaSuccess) return e;
+  return cudaSuccess;
 }
 
 #define TREDUCE_INSTANTIATE_RUN_REDUCE(IN, MID, OP)                                  \
   template cudaError_t run_reduce<Reduction<ctype_t<DType::IN>, ctype_t<DType::MID>, OP>>( \
-      const ReduceArgs&, size_t*);
+      const ReduceArgs&, size_t*, Plan*);
 
 }  // namespace treduce::cuda

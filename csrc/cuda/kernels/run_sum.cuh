@@ -14,7 +14,7 @@ cudaError_t run_cub(const ReduceArgs& a, size_t* workspace_bytes);
 
 // Defined in dims.cuh, instantiated by the reduce_*.cu files (auto, for every op).
 template <class R>
-cudaError_t run_reduce(const ReduceArgs& a, size_t* workspace_bytes);
+cudaError_t run_reduce(const ReduceArgs& a, size_t* workspace_bytes, Plan* plan);
 
 template <class In, class Mid, class Acc>
 cudaError_t run_sum(Variant v, const ReduceArgs& a, size_t* workspace_bytes) {
@@ -25,7 +25,7 @@ cudaError_t run_sum(Variant v, const ReduceArgs& a, size_t* workspace_bytes) {
       full.layout = Layout3{};
       full.layout.reduced = a.n;
       full.layout.in_reduced = 1;
-      return run_reduce<R>(full, workspace_bytes);
+      return run_reduce<R>(full, workspace_bytes, nullptr);
     }
     case Variant::Cub: return run_cub<In, Mid, Acc>(a, workspace_bytes);
     case Variant::Atomic:

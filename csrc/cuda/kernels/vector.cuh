@@ -33,21 +33,18 @@
 
 namespace treduce::cuda {
 
-inline constexpr int kVecBlock = 512;
-inline constexpr int kVecUnroll = 4;
-inline constexpr int64_t kVecTile = int64_t(kVecBlock) * kVecUnroll;
-// Up to this many 16-byte vectors one block does it all, saving the second launch.
-inline constexpr int64_t kSingleBlockVectors = 8192;  // 128 KiB
+// kVecBlock, kVecUnroll, kVecTile, kSingleBlockVectors, kVecAlign: plan.h (the planner sizes grids
+// by them).
 inline constexpr int kSingleBlockTiles = int(kSingleBlockVectors / kVecTile);
 static_assert(kSingleBlockVectors % kVecTile == 0, "whole tiles");
 // The combine kernel is one warp: each lane loads up to kCombineLoads partials at once (one
 // round trip for up to 1024 blocks), and a warp needs no shared memory or barrier to reduce.
 inline constexpr int kCombineLoads = 32;
-// The vectors start at a 128-byte boundary: a warp's 512-byte load is then four whole cache
-// lines. From a 16-byte boundary it touched five, and float64/int64 2^28 one element off were
-// 5% slower than aligned (from a 32- or 64-byte boundary, uint8 and bfloat16 2^28: +0.7%,
-// +2.5%; from 128: +0.2%, +0.3%).
-inline constexpr int kVecAlign = 128;
+// The vectors start at a kVecAlign = 128-byte boundary: a warp's 512-byte load is then four
+// whole cache lines. From a 16-byte boundary it touched five, and float64/int64 2^28 one element
+// off were 5% slower than aligned (from a 32- or 64-byte boundary, uint8 and bfloat16 2^28:
+// +0.7%, +2.5%; from 128: +0.2%, +0.3%).
+static_assert(kVecAlign == 128, "see above");
 
 // How a thread adds one 16-byte vector of In into a counter. In general: convert each
 // element to the accumulator, add the vector's elements pairwise, add that to the counter.
@@ -244,12 +241,9 @@ template <> struct VecAdd<uint8_t, uint8_t, Sum<int64_t>> : PackedAdd<uint8_t, u
 template <> struct VecAdd<int8_t, int8_t, Sum<int64_t>> : PackedAdd<int8_t, int32_t> {};
 template <> struct VecAdd<int16_t, int16_t, Sum<int64_t>> : PackedAdd<int16_t, int32_t> {};
 
-// Where the 16-byte vectors are: `head` elements up to the first kAlign-byte boundary, then
-// `vectors` whole vectors, then `tail` elements (the head under kAlign bytes, the tail under
-// 16).
-struct VecSplit {
-  int64_t head, vectors, tail;
-};
+// Where the 16-byte vectors are (VecSplit, plan.h): `head` elements up to the first kAlign-byte
+// boundary, then `vectors` whole vectors, then `tail` elements (the head under kAlign bytes, the
+// tail under 16).
 
 template <class In, int kAlign = 16>
 __host__ __device__ __forceinline__ VecSplit split_at_vectors(const void* p, int64_t n) {
@@ -300,22 +294,10 @@ __device__ __forceinline__ T from_bits(LoadBits<T> bits) {
   return v;
 }
 
-// The split of a full reduction's input (see split_at_vectors). For 1- and 2-byte types Ends
-// loads the head as whole 4-byte words, so a head that ends the input stops at a word
-// boundary; the elements after it (at most three bytes) are the tail. No word then reaches
-// past the tensor's last element.
-template <class In>
-__host__ __device__ __forceinline__ VecSplit split_full(const void* p, int64_t n) {
-  VecSplit s = split_at_vectors<In, kVecAlign>(p, n);
-  if constexpr (sizeof(In) < 4) {
-    if (s.vectors == 0 && s.tail == 0) {
-      const auto end_bytes = int64_t((reinterpret_cast<uintptr_t>(p) + n * sizeof(In)) % 4);
-      s.tail = min64(n, end_bytes / int64_t(sizeof(In)));
-      s.head = n - s.tail;
-    }
-  }
-  return s;
-}
+// A full reduction's input is split by plan.h's split_full: for 1- and 2-byte types Ends loads
+// the head as whole 4-byte words, so a head that ends the input stops at a word boundary; the
+// elements after it (at most three bytes) are the tail. No word then reaches past the tensor's
+// last element.
 
 // The head (under kVecAlign bytes) and the tail (under one vector), loaded by the first warp:
 // one load of each a lane at most. Lane t takes tail element t, and head element t; for 1- and
@@ -700,42 +682,9 @@ combine_partials_kernel(const typename R::Acc* partials, int n, Sink out) {
   if (threadIdx.x == 0) store_result<typename R::Op, Out>(out, v);
 }
 
-// Sums and means of few tiles take blocks of 128 threads, a quarter of a tile each, while those
-// fit one a multiprocessor: the same loads, and the conversions and adds, spread over four times
-// the multiprocessors. Graph replays (H100, caches warm): bfloat16 2^18 2.58 -> 2.10 us, float32
-// 2^17 2.61 -> 2.11, float32 with dtype=float64 2^16 2.87 -> 2.46, the cold times level. With
-// two quarter blocks a multiprocessor (64 tiles) warm calls still gained 0.1-0.3 us but cold ones
-// lost 0.2-0.3, and with four (128 tiles) both lost (benchmarks/NOTES.md).
+// Sums and means of few tiles take blocks of kQuarterBlock threads (plan_reduce.h).
 template <class R>
 inline constexpr bool kQuarterBlocks = std::is_same_v<typename R::Op, Sum<typename R::Acc>>;
-inline constexpr int kQuarterBlock = kVecBlock / 4;
-
-// The grid of a full reduction past one block: blocks of `threads` threads, as many as the tiles
-// or as fit on the GPU at once. Blocks a multiprocessor of both grid kernels, the fewer: eager
-// calls and graphs must cut the input into the same blocks to give the same bits.
-struct VecGrid {
-  int64_t blocks;
-  int threads;
-};
-
-template <class R>
-VecGrid vector_grid(const VecSplit& s, int sm_count) {
-  if (s.vectors <= kSingleBlockVectors) return {1, kVecBlock};
-  const int64_t tiles = ceil_div(s.vectors, kVecTile);
-  if constexpr (kQuarterBlocks<R>) {
-    if (4 * tiles <= sm_count) {
-      const int resident = std::min(resident_blocks_per_sm<vector_partials_kernel<R, kQuarterBlock>>(kQuarterBlock),
-                                    resident_blocks_per_sm<vector_sum_ticket_kernel<R, void, kQuarterBlock>>(
-                                        kQuarterBlock));
-      return {std::min<int64_t>(ceil_div(s.vectors, int64_t(kQuarterBlock) * kVecUnroll),
-                                int64_t(sm_count) * resident),
-              kQuarterBlock};
-    }
-  }
-  const int resident = std::min(resident_blocks_per_sm<vector_partials_kernel<R, kVecBlock>>(kVecBlock),
-                                resident_blocks_per_sm<vector_sum_ticket_kernel<R, void, kVecBlock>>(kVecBlock));
-  return {std::min<int64_t>(tiles, int64_t(sm_count) * resident), kVecBlock};
-}
 
 // The grid kernel of a call past one block, eager (ticket) or in a graph.
 template <class R, int kThreads, class Out>
@@ -749,28 +698,22 @@ cudaError_t launch_grid_of(const ReduceArgs& a, const typename R::In* x, VecSpli
 }
 
 template <class R, class Out>
-cudaError_t launch_grid(const ReduceArgs& a, const typename R::In* x, VecSplit s, VecGrid g,
+cudaError_t launch_grid(const ReduceArgs& a, const typename R::In* x, VecSplit s, int64_t blocks, int threads,
                         typename R::Acc* partials, const Sink& result) {
   if constexpr (kQuarterBlocks<R>)
-    if (g.threads == kQuarterBlock) return launch_grid_of<R, kQuarterBlock, Out>(a, x, s, g.blocks, partials, result);
-  return launch_grid_of<R, kVecBlock, Out>(a, x, s, g.blocks, partials, result);
+    if (threads == kQuarterBlock) return launch_grid_of<R, kQuarterBlock, Out>(a, x, s, blocks, partials, result);
+  return launch_grid_of<R, kVecBlock, Out>(a, x, s, blocks, partials, result);
 }
 
+// A step of a full reduction (VectorBlock, VectorGrid, VectorCombine; plan_reduce.h). Plain
+// operators store the result directly (see store_result), as the accumulator or (NarrowOut) the
+// input's type; operators with a projection of their own have only the general kernels.
 template <class R>
-cudaError_t run_vector(const ReduceArgs& a, size_t* workspace_bytes) {
-  using In = typename R::In;
+cudaError_t launch_vector_step(const Step& step, const ReduceArgs& a) {
   using Acc = typename R::Acc;
-  const VecSplit s = split_full<In>(a.in, a.n);
-  const VecGrid grid = vector_grid<R>(s, a.sm_count);
-  const int64_t blocks = grid.blocks;
-  if (workspace_bytes) {
-    *workspace_bytes = blocks > 1 ? size_t(blocks) * sizeof(Acc) : 0;
-    return cudaSuccess;
-  }
-  const auto* x = static_cast<const In*>(a.in);
+  const auto* x = static_cast<const typename R::In*>(a.in);
   const Sink result{a.out, a.types.out, a.project, a.out2};
-  // Plain: the result is stored directly (see store_result), as the accumulator or (NarrowOut)
-  // the input's type. Operators with a projection of their own have only the general kernels.
+  auto* partials = step.from < 0 ? nullptr : reinterpret_cast<Acc*>(static_cast<char*>(a.workspace) + step.from);
   constexpr bool kPlain = R::Op::kPlain;
   using Narrow = NarrowOut<R>;
   const bool direct = a.project.count == 0;
@@ -778,27 +721,45 @@ cudaError_t run_vector(const ReduceArgs& a, size_t* workspace_bytes) {
   if constexpr (kPlain) as_acc = direct && a.types.out == dtype_of<Acc>();
   bool as_narrow = false;
   if constexpr (!std::is_void_v<Narrow>) as_narrow = direct && a.types.out == dtype_of<Narrow>();
-  if (blocks == 1) {
-    const auto pick = [&](auto one_tile) {
-      constexpr bool k1 = decltype(one_tile)::value;
-      auto* kernel = small_sum_kernel<R, void, k1>;
-      if constexpr (kPlain) if (as_acc) kernel = small_sum_kernel<R, Acc, k1>;
-      if constexpr (!std::is_void_v<Narrow>) if (as_narrow) kernel = small_sum_kernel<R, Narrow, k1>;
-      return kernel;
-    };
-    auto* kernel = s.vectors <= kVecTile ? pick(std::true_type{}) : pick(std::false_type{});
-    return launch_dependent(kernel, dim3(1), dim3(kVecBlock), a, x, s, result);
+  const VecSplit s = step.split;
+  switch (step.kernel) {
+    case Kernel::VectorBlock: {
+      const auto pick = [&](auto one_tile) {
+        constexpr bool k1 = decltype(one_tile)::value;
+        auto* kernel = small_sum_kernel<R, void, k1>;
+        if constexpr (kPlain) if (as_acc) kernel = small_sum_kernel<R, Acc, k1>;
+        if constexpr (!std::is_void_v<Narrow>) if (as_narrow) kernel = small_sum_kernel<R, Narrow, k1>;
+        return kernel;
+      };
+      auto* kernel = s.vectors <= kVecTile ? pick(std::true_type{}) : pick(std::false_type{});
+      return launch_dependent(kernel, dim3(1), dim3(kVecBlock), a, x, s, result);
+    }
+    case Kernel::VectorGrid: {
+      // The plan's ticket and the call's agree: the last block finishes only with a ticket.
+      if ((a.ticket != nullptr) != step.flag) return cudaErrorInvalidValue;
+      auto* launch = launch_grid<R, void>;
+      if constexpr (kPlain) if (as_acc) launch = launch_grid<R, Acc>;
+      if constexpr (!std::is_void_v<Narrow>) if (as_narrow) launch = launch_grid<R, Narrow>;
+      return launch(a, x, s, step.grid[0], step.block[0], partials, result);
+    }
+    case Kernel::VectorCombine: {
+      auto* combine = combine_partials_kernel<R, void>;
+      if constexpr (kPlain) if (as_acc) combine = combine_partials_kernel<R, Acc>;
+      if constexpr (!std::is_void_v<Narrow>) if (as_narrow) combine = combine_partials_kernel<R, Narrow>;
+      return launch_dependent(combine, dim3(1), dim3(32), a, static_cast<const Acc*>(partials), int(step.count),
+                              result);
+    }
+    default:
+      return cudaErrorInvalidValue;
   }
-  auto* partials = static_cast<Acc*>(a.workspace);
-  auto* launch = launch_grid<R, void>;
-  if constexpr (kPlain) if (as_acc) launch = launch_grid<R, Acc>;
-  if constexpr (!std::is_void_v<Narrow>) if (as_narrow) launch = launch_grid<R, Narrow>;
-  if (cudaError_t e = launch(a, x, s, grid, partials, result); e != cudaSuccess || a.ticket != nullptr) return e;
-  auto* combine = combine_partials_kernel<R, void>;
-  if constexpr (kPlain) if (as_acc) combine = combine_partials_kernel<R, Acc>;
-  if constexpr (!std::is_void_v<Narrow>) if (as_narrow) combine = combine_partials_kernel<R, Narrow>;
-  return launch_dependent(combine, dim3(1), dim3(32), a, static_cast<const Acc*>(partials),
-                          int(blocks), result);
+}
+
+// Blocks a multiprocessor of both grid kernels, the fewer (eager calls and graphs must cut the
+// input into the same blocks to give the same bits), for blocks of kThreads.
+template <class R, int kThreads>
+int vector_resident() {
+  return std::min(resident_blocks_per_sm<vector_partials_kernel<R, kThreads>>(kThreads),
+                  resident_blocks_per_sm<vector_sum_ticket_kernel<R, void, kThreads>>(kThreads));
 }
 
 }  // namespace treduce::cuda
