@@ -588,10 +588,13 @@ class Planner {
     // would be mostly idle, or where the result is transposed against the input (tile_kernel).
     // Also where a columns block would have fewer than 4 elements a thread: each block's fixed
     // cost (the combine down Y through shared memory) then outweighs its loads (2-norm over dim
-    // 2 of (1024, 64, 7, 28) float16, 65536 blocks of 28 x 7 elements: 129 us, torch.compile 5.9).
+    // 2 of (1024, 64, 7, 28) float16, 65536 blocks of 28 x 7 elements: 129 us, torch.compile 5.9);
+    // and where its threads down would hold a row each at most, the combine then being most of
+    // the work (min over dim 0 of (7, 11008, 12) int8, 8 threads down 7 rows: 7.5 us,
+    // torch.compile 1.7; H200).
     const auto short_tiles = [&](const ColumnsShape& c, int64_t V) {
       return l.reduced <= kTileReduced &&
-             (c.Y > 2 * l.reduced || int64_t(c.X) * V > 2 * l.inner || tiles_transposed(l) ||
+             (c.Y >= l.reduced || int64_t(c.X) * V > 2 * l.inner || tiles_transposed(l) ||
               int64_t(c.X) * V * l.reduced < 4 * kColumnsBlock);
     };
     // Dense slabs: where tiles would be taken, and for columns narrower than 128 bytes, whose
