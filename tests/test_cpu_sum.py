@@ -16,7 +16,9 @@ from util import fresh_generator
 # Full sums around the SIMD kernels' 32-element rows and 64K chunks; dims through the rows and
 # the columns kernels (strips of 16 KB of accumulators, segments of 256 rows).
 CASES = [((1,), None), ((31,), None), ((65536 * 3 + 33,), None), ((1 << 20,), None),
-         ((1031, 4099), 0), ((1031, 4099), -1), ((700, 5000), 0), ((3, 600, 37), 1), ((65536, 128), -1)]
+         ((1031, 4099), 0), ((1031, 4099), -1), ((700, 5000), 0), ((3, 600, 37), 1), ((65536, 128), -1),
+         # columns of few outputs (the sums' columns kernel reading past a row's last column)
+         ((300, 7), 0), ((196, 80, 7), 1)]
 DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int64, torch.int32]
 
 
@@ -188,7 +190,9 @@ def test_column_sums_add_in_the_cascade_order(dtype):
     """Sums and nansums over dim 0 (sum_simd's columns kernels on both builds) bit for bit as the
     cascade adds them, rows 1 to 256 (one segment), widths off the vectors' multiples."""
     gen, seed = fresh_generator("cpu")
-    for rows, width in ((1, 37), (7, 4099), (16, 33), (17, 5003), (200, 130), (256, 1027)):
+    for rows, width in ((1, 37), (7, 4099), (16, 33), (17, 5003), (200, 130), (256, 1027),
+                        # widths under a vector's and between: the last columns read from the rows
+                        (1, 2), (2, 7), (7, 3), (80, 7), (17, 9), (33, 15), (256, 17), (5, 31), (250, 33)):
         x = torch.randn(rows, width, generator=gen).to(dtype)
         y = x.clone()
         y.view(-1)[::5] = float("nan")
@@ -197,3 +201,33 @@ def test_column_sums_add_in_the_cascade_order(dtype):
         got = torch_reduce.nansum(y, 0)
         want = _cascade_columns(y, True).to(dtype)
         assert torch.equal(got, want), f"nansum {rows}x{width} seed {seed}"
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16, torch.float64], ids=str)
+def test_narrow_column_sums_in_the_cascade_order(dtype):
+    """Columns of 2 to 33 outputs in every layout sum_simd's columns kernel reads past a row's last
+    column in: the rows of each outer index back to back (the next outer index's rows follow),
+    rows apart (a slice of wider rows), and one row repeated (stride 0: every row from a copy).
+    Bit for bit as the cascade adds them (sums and nansums), the rows' counts around its groups
+    of 16 and one segment of 256."""
+    gen, seed = fresh_generator("cpu")
+    for outer, rows, width in ((196, 80, 7), (5, 1, 3), (9, 2, 5), (7, 7, 2), (3, 16, 8), (4, 17, 9), (2, 255, 31),
+                               (3, 256, 33), (2, 250, 7)):
+        sources = [torch.randn(outer, rows, width, generator=gen).to(dtype),
+                   torch.randn(outer, rows, width + 5, generator=gen).to(dtype),
+                   torch.randn(outer, 1, width, generator=gen).to(dtype)]
+        with_nan = [s.clone() for s in sources]
+        for s in with_nan:
+            s.view(-1)[::3] = float("nan")
+
+        def layouts(x, wide, one):
+            return (("contiguous", x), ("slice", wide[:, :, 2:width + 2]), ("expanded", one.expand(outer, rows, width)))
+
+        for (what, data), (_, y) in zip(layouts(*sources), layouts(*with_nan)):
+            got = torch_reduce.sum(data, 1)
+            want = _cascade_columns(data.transpose(0, 1), False).to(dtype)
+            assert torch.equal(got, want), f"sum {what} {outer}x{rows}x{width} seed {seed}"
+            got = torch_reduce.nansum(y, 1)
+            want = _cascade_columns(y.transpose(0, 1), True).to(dtype)
+            assert torch.equal(got, want), f"nansum {what} {outer}x{rows}x{width} seed {seed}"
+

@@ -746,11 +746,14 @@ void reduce_columns(const In* x, const Layout3& l, const Sink& out) {
         return width;
       }
     }
-    // sum, mean, nansum: sum_simd's columns kernels, from a block of 32 columns (narrower, the
-    // padded last vector cost more than the loop below: sum over dim 1 of (196, 80, 7) float32
-    // 70 -> 119 us on 2 threads).
+    // sum, mean, nansum: sum_simd's columns kernels, any width. From 32 columns only, while the
+    // kernel copied each row's last columns into a padded vector (the generic loop below: sum
+    // over dim 1 of (196, 80, 7) float32 at 31-33 us on 2 threads, torch 21-23; 7-column rows,
+    // one column at a time, a chain of dependent adds each: 0.67-0.80x torch's speed); now
+    // those read the row itself: 13-20 us, 1.6-2.2x (float16 0.27x -> 2.0x, float64 0.77x ->
+    // 1.6x; widths 2 to 33 of the four float types 1.0-3.1x torch, 0.25-1.3x before).
     if constexpr (kSimdColumnSums<In, Mid, Op>) {
-      if (l.in_inner == 1 && width >= 32) {
+      if (l.in_inner == 1) {
         const auto& k = kernels_of<In>();
         const auto columns = std::is_same_v<Op, SumOp<Acc>> ? k.sum_columns : k.nansum_columns;
         columns(simd_run(base + g * kSegment * l.in_reduced), l.in_reduced, end - g * kSegment, width, acc);

@@ -1019,6 +1019,10 @@ void sum_columns(const typename L::In* x, int64_t ld, int64_t rows, int64_t widt
   constexpr int64_t kStep = 16;
   std::fill(out, out + width, S(0));
   const int64_t whole = width / kW * kW;
+  // Rows [0, direct) can be read a whole vector past `whole`: row r + j (j = ceil(over / ld)
+  // rows on) ends `over` elements or more past that vector's last lane.
+  const int64_t over = whole + kW - width;
+  const int64_t direct = ld > 0 ? rows - (over + ld - 1) / ld : 0;
   for (int64_t r1 = 0; r1 < rows; r1 += kStep) {
     const int64_t m = std::min(kStep, rows - r1);
     const In* g = x + r1 * ld;
@@ -1037,9 +1041,16 @@ void sum_columns(const typename L::In* x, int64_t ld, int64_t rows, int64_t widt
     int64_t j = 0;
     for (; j + kVecs * kW <= whole; j += kVecs * kW) block(j, std::integral_constant<int, kVecs>{});
     for (; j < whole; j += kW) block(j, std::integral_constant<int, 1>{});
-    if (whole < width) {  // the last columns, fewer than a vector, from a zero-padded copy of each row
+    if (whole < width) {  // the last columns, fewer than a vector
+      // A whole vector from the row where the tensor goes on past it (a later row of this call
+      // ends at or beyond its last lane; the lanes past the width are read and dropped), else
+      // from a zero-padded copy. A copy every row (a memcpy call each) had kept columns of fewer
+      // than 32 outputs in reduce_cpu.cpp's generic loop (sum over dim 1 of (196, 80, 7) float32
+      // there: 0.67-0.80x torch's speed on 2 threads; this way 1.6-2.2x).
+      int64_t r = 0;
       V lo{};
-      for (int64_t r = 0; r < m; ++r) {
+      for (; r < std::min(m, direct - r1); ++r) lo += L::load(g + r * ld + whole);
+      for (; r < m; ++r) {
         In pad[kW] = {};
         std::memcpy(pad, g + r * ld + whole, (width - whole) * sizeof(In));
         lo += L::load(pad);
