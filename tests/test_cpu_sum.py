@@ -17,8 +17,8 @@ from util import fresh_generator
 # the columns kernels (strips of 16 KB of accumulators, segments of 256 rows).
 CASES = [((1,), None), ((31,), None), ((65536 * 3 + 33,), None), ((1 << 20,), None),
          ((1031, 4099), 0), ((1031, 4099), -1), ((700, 5000), 0), ((3, 600, 37), 1), ((65536, 128), -1),
-         # columns of few outputs (the sums' columns kernel reading past a row's last column)
-         ((300, 7), 0), ((196, 80, 7), 1)]
+         # columns of few outputs (the sums' and the extrema's columns kernels)
+         ((300, 7), 0), ((196, 80, 7), 1), ((64, 3, 1027), 1)]
 DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int64, torch.int32]
 
 
@@ -230,4 +230,37 @@ def test_narrow_column_sums_in_the_cascade_order(dtype):
             got = torch_reduce.nansum(y, 1)
             want = _cascade_columns(y.transpose(0, 1), True).to(dtype)
             assert torch.equal(got, want), f"nansum {what} {outer}x{rows}x{width} seed {seed}"
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int32,
+                                   torch.int8, torch.int64], ids=str)
+def test_column_extrema_of_few_rows(dtype):
+    """amax and amin over the middle dim through sum_simd's extremum_columns_to (into the results
+    themselves where the result dtype is the accumulator's, else into the accumulators): rows of
+    1, 2, 3, 7, 8, 16, 17, 20, 40 (rows of 4 KB: groups of 16) and past a segment (300, 513), widths under a vector, off its multiples
+    (the last vector overlapping the one before), a strip and more; NaN (any row, the last row,
+    a column's only element), infinities; a transposed input whose results are not contiguous in
+    the strip. Extrema round nothing: equal to torch's, NaN where torch's is."""
+    gen, seed = fresh_generator("cpu")
+    floating = dtype.is_floating_point
+    for outer, rows, width in ((3, 1, 37), (5, 2, 7), (2, 3, 5120), (4, 7, 9), (3, 8, 1024), (2, 16, 33), (3, 17, 8),
+                               (2, 300, 31), (1, 513, 70), (6, 3, 1), (4, 2, 2), (2, 5, 4097), (2, 40, 1030), (2, 20, 2053), (2, 20, 4101)):
+        if floating:
+            x = (torch.randn(outer, rows, width, generator=gen) * 100).to(dtype)
+            flat = x.view(-1)
+            k = torch.randint(0, flat.numel(), (max(1, flat.numel() // 97),), generator=gen)
+            flat[k[0::3]] = float("nan")
+            flat[k[1::3]] = float("inf")
+            flat[k[2::3]] = float("-inf")
+            x[:, -1, -1] = float("nan")  # the last row's last column: the overlapping or padded vector
+        else:
+            info = torch.iinfo(dtype)
+            x = torch.randint(info.min, info.max, (outer, rows, width), generator=gen, dtype=dtype)
+        t = x.transpose(0, 2).contiguous().transpose(0, 2)  # the same values, outer dim innermost in memory
+        for what, data in (("contiguous", x), ("transposed", t)):
+            for op in ("amax", "amin"):
+                got, want = getattr(torch_reduce, op)(data, 1), getattr(torch, op)(data, 1)
+                assert got.dtype == want.dtype and got.shape == want.shape
+                torch.testing.assert_close(got, want, rtol=0, atol=0, equal_nan=True,
+                                           msg=lambda m: f"{op} {what} {outer}x{rows}x{width} seed {seed}: {m}")
 

@@ -69,6 +69,9 @@ struct TypeKernels {
   void (*extremum[3])(const In*, int64_t n, int64_t rows, int64_t ld, Extrema<E>* out);
   // The same over `rows` rows of `width` adjacent columns, row r at x + r * ld, into out[0, width).
   void (*extremum_columns[3])(const In*, int64_t ld, int64_t rows, int64_t width, Extrema<E>* out);
+  // The same, one extremum ([0] the minimum, [1] the maximum), each column's straight into
+  // out[j] (amax and amin over columns: their accumulators, or the result itself).
+  void (*extremum_columns_to[2])(const In*, int64_t ld, int64_t rows, int64_t width, E* out);
   // The first position of an element equal to v (of a NaN when v is NaN) in a run; n if none.
   int64_t (*find)(const In*, int64_t, E v);
   // logsumexp of a floating run of n >= 1 elements, in S (NaN winning the maximum; an infinite
