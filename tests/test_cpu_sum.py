@@ -11,14 +11,14 @@ import pytest
 import torch
 
 import torch_reduce
-from util import fresh_generator
+from util import UNIT_ROUNDOFF, fresh_generator
 
 # Full sums around the SIMD kernels' 32-element rows and 64K chunks; dims through the rows and
 # the columns kernels (strips of 16 KB of accumulators, segments of 256 rows).
 CASES = [((1,), None), ((31,), None), ((65536 * 3 + 33,), None), ((1 << 20,), None),
          ((1031, 4099), 0), ((1031, 4099), -1), ((700, 5000), 0), ((3, 600, 37), 1), ((65536, 128), -1),
-         # columns of few outputs (the sums' and the extrema's columns kernels)
-         ((300, 7), 0), ((196, 80, 7), 1), ((64, 3, 1027), 1)]
+         # short rows (logsumexp's exp_sum_rows), columns of few outputs (sums' and extrema's kernels)
+         ((4099, 5), -1), ((2053, 16), -1), ((1031, 17), -1), ((300, 7), 0), ((196, 80, 7), 1), ((64, 3, 1027), 1)]
 DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int64, torch.int32]
 
 
@@ -264,3 +264,50 @@ def test_column_extrema_of_few_rows(dtype):
                 torch.testing.assert_close(got, want, rtol=0, atol=0, equal_nan=True,
                                            msg=lambda m: f"{op} {what} {outer}x{rows}x{width} seed {seed}: {m}")
 
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16, torch.bfloat16], ids=str)
+def test_logsumexp_short_rows(dtype):
+    """logsumexp over contiguous short rows (sum_simd's exp_sum_rows, a block of rows a call; rows
+    of 1 and 2 the scalar loop), rows back to back, apart (a slice: the lanes past a row hold the
+    gap's values) and one repeated (stride 0: each from a copy). Against float64 torch: the sum of
+    at most 32 exps (each within 2u of exp) as a tree of depth 5 relative error under 8u, so
+    2 * u_out * |want| + 16u absolute (u the accumulator's roundoff, u_out the result dtype's).
+    Rows of -inf beside rows of NaN and of large values, so that a lane read past a row's end
+    and not masked would show: NaN anywhere gives NaN, +inf +inf, all -inf -inf."""
+    gen, seed = fresh_generator("cpu")
+    acc = torch.float64 if dtype == torch.float64 else torch.float32
+    u, out_u = UNIT_ROUNDOFF[acc], UNIT_ROUNDOFF[dtype]
+    inf, nan = float("inf"), float("nan")
+    for n in (1, 2, 3, 4, 5, 7, 8, 9, 15, 16, 17, 24, 31, 32, 33):
+        rows = 259  # four blocks of 64 and three rows
+        spread = torch.tensor([1.0, 4.0, 30.0], dtype=torch.float64).repeat(rows)[:rows, None]
+        x = torch.randn(rows, n, generator=gen, dtype=torch.float64) * spread
+        x[torch.rand(rows, n, generator=gen) < 0.05] = -inf
+        # a cycle of 8 rows: all -inf; NaN last; +inf first; large values; -inf but the last;
+        # NaN and +inf; all -inf; all +inf
+        x[0::8] = -inf
+        x[1::8, -1] = nan
+        x[2::8, 0] = inf
+        x[3::8] = 1e4 if dtype != torch.float16 else 6e4
+        x[4::8] = -inf
+        x[4::8, -1] = 3.0
+        x[5::8, n // 2] = nan
+        x[5::8, 0] = inf
+        x[6::8] = -inf
+        x[7::8] = inf
+        x = x.to(dtype)
+        wide = torch.full((rows, n + 3), nan, dtype=dtype)
+        wide[:, 1:n + 1] = x
+        for what, data in (("contiguous", x), ("slice", wide[:, 1:n + 1]), ("expanded", x[3:4].expand(70, n)),
+                           ("expanded -inf", x[0:1].expand(70, n))):
+            got = torch_reduce.logsumexp(data, 1)
+            want = torch.logsumexp(data.double(), 1)
+            assert got.dtype == dtype and got.shape == want.shape
+            assert torch.equal(got.isnan(), want.isnan()), f"n={n} {what}: NaN pattern, seed {seed}"
+            assert torch.equal(got.isinf() & (got > 0), want.isinf() & (want > 0)), f"n={n} {what}: +inf, seed {seed}"
+            assert torch.equal(got.isinf() & (got < 0), want.isinf() & (want < 0)), f"n={n} {what}: -inf, seed {seed}"
+            fin = want.isfinite()
+            err = (got.double()[fin] - want[fin]).abs()
+            tol = 2 * out_u * want[fin].abs() + 16 * u
+            assert bool((err <= tol).all()), (
+                f"n={n} {what}: error {err.max().item():.3g} (bound {tol.min().item():.3g}), seed {seed}")

@@ -77,6 +77,9 @@ struct TypeKernels {
   // logsumexp of a floating run of n >= 1 elements, in S (NaN winning the maximum; an infinite
   // or NaN maximum has the sum 1, or 0 for -inf).
   ExpSum<S> (*exp_sum)(const In*, int64_t);
+  // The same for `rows` runs of n >= 1 elements, the r-th at x + r * ld, into out[r]: short runs
+  // a block a call (the same bits as exp_sum on each).
+  void (*exp_sum_rows)(const In*, int64_t n, int64_t rows, int64_t ld, ExpSum<S>* out);
   // The same over `rows` rows of `width` adjacent columns, row r at x + r * ld, into out[0, width).
   void (*exp_sum_columns)(const In*, int64_t ld, int64_t rows, int64_t width, ExpSum<S>* out);
   // var's second pass over a floating run about its first pass's mean c: 16 double lanes in

@@ -967,6 +967,65 @@ inline auto exp_sum_run(const typename L::In* x, int64_t n) {
   return ExpSum<A>{m, lane_tree(top)};
 }
 
+// exp_sum_run of a run of n <= kRow elements (Cascade's row), the same bits: the lanes past n
+// taken as -inf (no maximum, no NaN, exp 0, as the zero-padded row's masked lanes) and only the
+// vectors that hold elements computed (the others' exps are 0). Inlined a block of rows a call,
+// without the copy into a padded row nor the vectors past n: logsumexp over the last dim of
+// (40, 80, 128, 16) float32 took 19.3-20.5 ms on 2 threads through the generic loop (a scalar
+// exp an element), torch 11.7-12.4; this way 5.5 (2.1-2.2x torch's speed).
+template <class L>
+[[gnu::always_inline]] inline auto exp_sum_short(const typename L::In* x, int64_t n) {
+  using C = Cascade<L>;
+  using V = typename C::V;
+  using A = typename C::A;
+  using M = decltype(V{} != V{});
+  constexpr int kVecs = C::kVecs, kWidth = C::kWidth;
+  constexpr A kInf = std::numeric_limits<A>::infinity();
+  V lane;
+  for (int j = 0; j < kWidth; ++j) lane[j] = A(j);
+  V v[kVecs], hi = V{} - kInf;
+  M nan = M{};
+  for (int k = 0; k < kVecs; ++k) {
+    v[k] = hi;
+    if (k * kWidth < n) {
+      const V e = L::load(x + k * kWidth);
+      v[k] = lane + A(k * kWidth) < A(n) ? e : V{} - kInf;
+      hi = v[k] > hi ? v[k] : hi;
+      nan |= v[k] != v[k];
+    }
+  }
+  const A m = any_lane(nan) ? std::numeric_limits<A>::quiet_NaN() : fold_extremum<true>(hi);
+  if (!(m - m == 0)) return ExpSum<A>{m, m == -kInf ? A(0) : A(1)};
+  const V mv = V{} + m;
+  V top[kVecs];
+  for (int k = 0; k < kVecs; ++k) top[k] = k * kWidth < n ? exp_nonpositive(v[k] - mv) : V{};
+  return ExpSum<A>{m, lane_tree(top)};
+}
+
+// TypeKernels' exp_sum_rows. A run of at most kRow elements is read as whole vectors from the
+// run itself where the tensor goes on past the last one (a later run of this call ends beyond
+// it), else from a copy.
+template <class L, class A = std::remove_reference_t<decltype(typename L::V{}[0])>>
+void exp_sum_rows(const typename L::In* x, int64_t n, int64_t rows, int64_t ld, ExpSum<A>* out) {
+  using C = Cascade<L>;
+  using In = typename L::In;
+  if (n > C::kRow) {
+    for (int64_t r = 0; r < rows; ++r) out[r] = exp_sum_run<L>(x + r * ld, n);
+    return;
+  }
+  const int64_t over = (n + C::kWidth - 1) / C::kWidth * C::kWidth - n;
+  const int64_t direct = over == 0 ? rows : ld > 0 ? rows - (over + ld - 1) / ld : 0;
+  int64_t r = 0;
+  for (; r < direct; ++r) out[r] = exp_sum_short<L>(x + r * ld, n);
+  if (r < rows) {
+    In pad[C::kRow] = {};
+    for (; r < rows; ++r) {
+      std::memcpy(pad, x + r * ld, n * sizeof(In));
+      out[r] = exp_sum_short<L>(pad, n);
+    }
+  }
+}
+
 // logsumexp over `rows` rows of `width` adjacent columns (the r-th row's at x + r * ld), into
 // out[0, width): a block of columns at a time, its maximum over the rows in vector lanes (a NaN
 // mask beside, as extremum_run's), then over the same rows again (a block of 4 vectors by 256
@@ -1181,6 +1240,7 @@ constexpr auto type_kernels(void (*exact)(const typename LE::In*, int64_t, Exact
   t.nonzero = &nonzero_rows<In, kFloat>;
   if constexpr (kFloat) {
     t.exp_sum = &exp_sum_run<L>;
+    t.exp_sum_rows = &exp_sum_rows<L>;
     t.exp_sum_columns = &exp_sum_columns<L>;
     t.deviations = &Deviations<L>::run;
   }
