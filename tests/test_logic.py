@@ -139,6 +139,25 @@ def test_bytes_every_alignment(device, dtype):
 
 
 @pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", (torch.bool, torch.uint8, torch.int8))
+def test_byte_columns_every_width_and_row_count(device, dtype):
+    """Columns of 1-byte inputs (counted in byte counters a group of 16 rows on the CPU): widths
+    around the 128-column blocks, row counts around the groups and the 256-row segments, every
+    byte value, dense and permuted layouts; exact against torch."""
+    gen, seed = fresh_generator(device)
+    for rows, width in ((1, 1), (3, 127), (16, 128), (17, 129), (40, 300), (255, 257), (257, 64), (600, 33)):
+        base = torch.randint(0, 256, (rows, width), generator=gen, device=device).to(torch.uint8)
+        base[torch.rand(rows, width, generator=gen, device=device) < 0.5] = 0
+        base[:, :2] = 255  # every row non-zero (all: true) in the first two columns
+        x = (base != 0) if dtype == torch.bool else base.view(dtype)
+        permuted = x.reshape(rows, 1, width).expand(rows, 3, width).contiguous().permute(1, 0, 2)
+        for t, dim in ((x, 0), (permuted, 1)):
+            for op in ("any", "all", "count_nonzero"):
+                _check(getattr(torch_reduce, op)(t, dim), getattr(torch, op)(t, dim),
+                       f"{op} ({rows}, {width}) dim {dim} {dtype} seed {seed}")
+
+
+@pytest.mark.parametrize("device", DEVICES)
 def test_special_values(device):
     """NaN is non-zero (any, count) and wins both extrema; -0.0 is zero; all of nothing is True and
     any of nothing False; a dim of size 0 among others."""
