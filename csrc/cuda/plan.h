@@ -58,6 +58,21 @@ inline constexpr int kSlabBytes = 8192;  // a block's shared memory of slabs
 // Short rows (teams of up to kDependentTeam lanes) are launched with programmatic dependence.
 inline constexpr int kDependentTeam = 8;
 
+// Which instance of a kernel an op's sizes get: one definition for the planner (runtime sizes)
+// and the launcher (the compiled instance), so the two cannot drift apart.
+// Outputs a thread of columns_kernel's wide vectors: 16 bytes of inputs; positions' accumulators
+// are 16 bytes, and 16 outputs a thread of 1-byte inputs spilled and overflowed the block's shared
+// memory (parked), so those read 8-byte vectors.
+constexpr int columns_vector(int in_bytes, bool indexed) { return 16 / in_bytes / (indexed && in_bytes == 1 ? 2 : 1); }
+// Elements a lane of transpose_tile_kernel: words of 4 for 1- and 2-byte inputs whose
+// accumulators fit 8 bytes (the tile in shared memory stays under 48 KB).
+constexpr int transpose_vector(int in_bytes, int acc_bytes) { return in_bytes <= 2 && acc_bytes <= 8 ? 4 : 1; }
+// A block a row (row_segments_kernel, two_vector_rows_kernel) is compiled for inputs of up to 4
+// bytes with accumulators of up to 8 (16 for Welford's and logsumexp's groups).
+constexpr bool block_rows_kernel(int in_bytes, int acc_bytes, bool group_rows) {
+  return in_bytes <= 4 && (acc_bytes <= 8 || (group_rows && acc_bytes <= 16));
+}
+
 // ---------------------------------------------------------------------------------------------
 // Tuning: the choices between kernels, as data. One table per architecture; each value with
 // where it was measured (details in the comments at the code that uses it, dims.cuh and below).

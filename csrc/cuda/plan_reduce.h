@@ -208,11 +208,8 @@ class Planner {
     s.per = per_segment, s.count = 1, s.flag = whole;
   }
 
-  // Rows of up to 2 * 16-byte loads a thread of a kSegmentBlock block in one block
-  // (row_segments_kernel and two_vector_rows_kernel are compiled for them).
-  bool block_rows_kernel() const {
-    return t_.in_bytes <= 4 && (t_.acc_bytes <= 8 || (t_.group_rows && t_.acc_bytes <= 16));
-  }
+  // A block a row for these sizes (plan.h's block_rows_kernel).
+  bool block_rows_kernel() const { return cuda::block_rows_kernel(t_.in_bytes, t_.acc_bytes, t_.group_rows); }
 
   int64_t rows(const Layout3& l, int64_t to, int64_t ws) {
     const int64_t per_load = l.in_reduced == 1 ? 16 / t_.in_bytes : 1;
@@ -366,7 +363,7 @@ class Planner {
   // row's start is aligned to them.
   int64_t tiles(const Layout3& l, int64_t to) {
     if (transposable(l)) {
-      const int64_t V = t_.in_bytes <= 2 && t_.acc_bytes <= 8 ? 4 : 1;  // kTransposeV
+      const int64_t V = transpose_vector(t_.in_bytes, t_.acc_bytes);
       const int64_t inner_tiles = ceil_div(l.inner, kTransposeTile * V);
       const int64_t blocks = inner_tiles * ceil_div(l.outer, int64_t(kTransposeTile));
       if (blocks <= kMaxGridX) {
@@ -577,9 +574,7 @@ class Planner {
       s.dependent = true, s.layout = l, s.to = to;
       return 0;
     }
-    // Indexed operators' accumulators are 16 bytes: 16 outputs a thread (1-byte inputs) spilled
-    // and overflowed the block's shared memory (parked), so those read 8-byte vectors.
-    const int kV = 16 / t_.in_bytes / (t_.indexed && t_.in_bytes == 1 ? 2 : 1);
+    const int kV = columns_vector(t_.in_bytes, t_.indexed);
     const auto aligned = [&](int64_t stride, int64_t extent) { return extent == 1 || (stride * t_.in_bytes) % 16 == 0; };
     const bool vectors = l.in_inner == 1 && in_.address % 16 == 0 && l.outer_strides_multiple_of(16 / t_.in_bytes) &&
                          aligned(l.in_reduced, l.reduced);

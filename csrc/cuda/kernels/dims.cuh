@@ -212,10 +212,10 @@ __device__ __forceinline__ unsigned column_bytes(unsigned w) {
 template <class R>
 inline constexpr bool kGroupRows = kGroupLoads<R> && HasReduceValues<typename R::Op>::value;
 
-// Rows a block a row (two_vector_rows_kernel; the planner's block_rows_kernel()).
+// Rows a block a row (two_vector_rows_kernel; plan.h's block_rows_kernel).
 template <class R>
-inline constexpr bool kBlockRows = sizeof(typename R::In) <= 4 &&
-                                   (sizeof(typename R::Acc) <= 8 || (kGroupRows<R> && sizeof(typename R::Acc) <= 16));
+inline constexpr bool kBlockRows =
+    block_rows_kernel(int(sizeof(typename R::In)), int(sizeof(typename R::Acc)), kGroupRows<R>);
 
 // Short rows (teams of up to kDependentTeam lanes) are launched with programmatic dependence, as
 // the full-reduction kernels: the kernel waits for the one before it (which may still be writing
@@ -968,7 +968,7 @@ tile_kernel(const typename R::In* x, Layout3 l, int a_bits, bool a_is_outer, int
 // 280 us (torch.compile 279); the tile kernel's lanes along outer read 32 sectors a load. (H200,
 // CUDA graphs.)
 template <class R>
-inline constexpr int kTransposeV = sizeof(typename R::In) <= 2 && sizeof(typename R::Acc) <= 8 ? 4 : 1;
+inline constexpr int kTransposeV = transpose_vector(int(sizeof(typename R::In)), int(sizeof(typename R::Acc)));
 
 template <int kBytes>
 using LoadWord = std::conditional_t<kBytes == 16, uint4,
@@ -1261,9 +1261,7 @@ cudaError_t launch_whole_rows(const Step& s, Go go) {
 template <class R, class Go>
 cudaError_t launch_columns(const Step& s, Go go) {
   using In = typename R::In;
-  // Indexed operators' accumulators are 16 bytes: 16 outputs a thread (1-byte inputs) spilled and
-  // overflowed the block's shared memory (parked), so those read 8-byte vectors (plan_reduce.h).
-  constexpr int kV = 16 / sizeof(In) / (is_indexed_v<typename R::Op> && sizeof(In) == 1 ? 2 : 1);
+  constexpr int kV = columns_vector(int(sizeof(In)), is_indexed_v<typename R::Op>);  // plan.h
   if (s.V == 1 && s.U == 4) return go(columns_kernel<R, 1, 4>);
   if (s.V == kV && s.U == 4) return go(columns_kernel<R, kV, 4>);
   if constexpr (sizeof(In) == 2)
