@@ -77,6 +77,11 @@ char* stream_scratch(c10::DeviceIndex device, cudaStream_t stream, size_t bytes)
 // contiguous input), auto through launch_reduce (any op, any layout). Scratch is the stream's
 // own for eager calls of auto (above), else from the caching allocator; the call never
 // synchronises and is safe in CUDA graphs.
+// argmax and argmin: positions only (the kernels skip a null value pointer).
+bool positions_only(const Prepared& p) {
+  return p.is_auto && (p.op == ReduceOp::ArgMax || p.op == ReduceOp::ArgMin);
+}
+
 // The launchers' arguments of a prepared call (no workspace or ticket yet).
 ReduceArgs args_of(const Prepared& p) {
   const cudaDeviceProp* props = at::cuda::getCurrentDeviceProperties();
@@ -84,12 +89,10 @@ ReduceArgs args_of(const Prepared& p) {
   args.in = p.input.const_data_ptr();
   args.n = p.input.numel();
   args.types = p.types;
-  // argmax and argmin: positions only (the kernels skip a null value pointer).
-  const bool positions_only = p.is_auto && (p.op == ReduceOp::ArgMax || p.op == ReduceOp::ArgMin);
   // Kept dims expanded in the input: the distinct results first (plan_layout).
   const at::Tensor& out = p.distinct.defined() ? p.distinct : p.out;
   const at::Tensor& out2 = p.distinct.defined() ? p.distinct2 : p.out2;
-  args.out = positions_only ? nullptr : out.mutable_data_ptr();
+  args.out = positions_only(p) ? nullptr : out.mutable_data_ptr();
   args.stream = at::cuda::getCurrentCUDAStream().stream();
   args.sm_count = props->multiProcessorCount;
   args.cc_major = props->major;
@@ -104,7 +107,6 @@ ReduceArgs args_of(const Prepared& p) {
 at::Tensor run(const Prepared& p) {
   if (p.done) return p.out;
   ReduceArgs args = args_of(p);
-  const bool positions_only = p.is_auto && (p.op == ReduceOp::ArgMax || p.op == ReduceOp::ArgMin);
   const c10::cuda::CUDAStream stream = at::cuda::getCurrentCUDAStream();
   const auto launch = [&](size_t* workspace_bytes) {
     return p.is_auto ? launch_reduce(args, workspace_bytes)
@@ -129,7 +131,7 @@ at::Tensor run(const Prepared& p) {
   }
   C10_CUDA_CHECK(launch(nullptr));
   if (p.distinct.defined()) {
-    if (!positions_only) p.out.copy_(p.distinct.expand_as(p.out));
+    if (!positions_only(p)) p.out.copy_(p.distinct.expand_as(p.out));
     if (p.out2.defined()) p.out2.copy_(p.distinct2.expand_as(p.out2));
   }
   return p.out;
