@@ -695,9 +695,9 @@ at::Tensor exact_round_result(const at::Tensor& state, at::ScalarType dtype) {
               "treduce._exact_round: expected a CPU or CUDA tensor, got one on ", state.device());
   TORCH_CHECK_TYPE(state.scalar_type() == at::kLong, "treduce._exact_round: expected an int64 state, got ",
                    c10::toString(state.scalar_type()));
-  TORCH_CHECK_VALUE(state.dim() >= 1 && state.size(-1) == kExactStateWords, "treduce._exact_round: expected a state "
-                    "whose last dim has " + std::to_string(kExactStateWords) + " words, got shape ",
-                    state.sizes());
+  TORCH_CHECK_VALUE(state.dim() >= 1 && state.size(-1) == kExactStateWords,
+                    "treduce._exact_round: expected a state whose last dim has ", int(kExactStateWords),
+                    " words, got shape ", state.sizes());
   TORCH_CHECK_TYPE(dtype == at::kHalf || dtype == at::kBFloat16 || dtype == at::kFloat || dtype == at::kDouble,
                    "treduce._exact_round: expected float16, bfloat16, float32 or float64, got ", c10::toString(dtype));
   const auto sizes = state.sizes();
