@@ -212,15 +212,23 @@ void check_plans() {
              p.step[0].grid[1] == 9 && p.step[0].block[0] == 32 && p.step[0].block[1] == 8 && p.step[0].V == 4 &&
              p.step[0].per == 456 && p.step[1].count == 9 && p.workspace == 9 * 4096 * 4,
          "plan: (4096, 4096) over dim 0 is split columns and their combine: " + kernels(p));
-  // Short columns whose threads down would hold a row each at most: a thread an output
-  // (tile_kernel), not columns_kernel's combine down Y. min over dim 0 of (7, 132096) int8 (its
-  // values and positions, 16-byte accumulators): 8-byte vectors of 8 outputs, Y = 8 for 7 rows.
+  // Short columns whose threads down would hold a row each at most: tile_kernel, not
+  // columns_kernel's combine down Y. min over dim 0 of (7, 132096) int8 (its values and positions,
+  // 16-byte accumulators): 8-byte vectors of 8 outputs, Y = 8 for 7 rows; the instance for 8
+  // elements, two outputs a thread: 512 a block.
   OpTraits i8_min;
   i8_min.in_bytes = 1, i8_min.acc_bytes = 16, i8_min.indexed = true;
   PlanInput short_columns = plan_input({7, 132096}, {132096, 1}, {0});
   p = plan_reduce(h100, i8_min, short_columns);
-  expect(kernels(p) == "tile_kernel" && p.step[0].grid[0] == 516 && p.step[0].a_bits == 8,
+  expect(kernels(p) == "tile_kernel" && p.step[0].grid[0] == 258 && p.step[0].a_bits == 8 && p.step[0].loads == 8,
          "plan: (7, 132096) int8 min over dim 0 is tiles: " + kernels(p));
+  // amax over rows of 3 bool (a thread a row, A along the rows): the instance unrolled for 4
+  // elements, not 16.
+  OpTraits bool_max;
+  bool_max.in_bytes = 1, bool_max.acc_bytes = 1;
+  p = plan_reduce(h100, bool_max, plan_input({262144, 3}, {3, 1}, {1}));
+  expect(kernels(p) == "tile_kernel" && p.step[0].a_is_outer && p.step[0].loads == 4,
+         "plan: rows of 3 are tiles of the 4-element instance: " + kernels(p));
   // ... and not where each thread keeps several rows: 12 rows, Y = 4 (float32 sums).
   p = plan_of({12, 128256}, {128256, 1}, {0});
   expect(kernels(p) == "columns_kernel" && p.step[0].block[1] == 4, "plan: (12, 128256) over dim 0 is columns: " + kernels(p));

@@ -20,8 +20,8 @@
 //    columns of wide accumulators as well as where tiles would be taken): a block stages
 //    whole slabs in shared memory, then teams of lanes reduce each output from there (slab_kernel);
 //  - short reductions (up to kTileReduced elements) over many outputs where the shapes below
-//    would idle, and short rows that are not whole vectors, where slabs do not apply: a thread
-//    an output (tile_kernel);
+//    would idle, and short rows that are not whole vectors, where slabs do not apply: one to
+//    four outputs a thread, by their length (tile_kernel);
 //  - rows (inner == 1): a team of 1 to 32 lanes per row, sized so each lane has four to eight
 //    16-byte loads (sums and extrema of floats over whole rows of 1 to 64 vectors: one to four,
 //    in a kernel of few registers; rows of up to 20 loads a lane of a warp, 40 when not whole
@@ -891,8 +891,8 @@ small_kernel(Sink out, const typename R::In* x, int team_bits, bool vectors, Sma
 
 // Short reductions over many outputs (Layout3 with reduced <= kTileReduced) where the columns
 // kernel's shape would leave most threads idle or the result is transposed against the input,
-// and short rows that are not whole vectors: a thread an output, each issuing all of its loads
-// at once. A block is a tile of 2^a_bits outputs along A times 256 >> a_bits along B, where A is
+// and short rows that are not whole vectors: a thread holds whole outputs and issues all of their
+// loads at once. A block is a tile of 2^a_bits (times kO) along A times 256 >> a_bits along B: A is
 // the dim whose outputs are adjacent in the result (inner, or outer when the result is
 // transposed against the input, or rows), so that the stores are whole runs; when A is not the
 // input's contiguous dim, the tile's B rows read the rest of each sector, from L1. The columns
@@ -901,57 +901,100 @@ small_kernel(Sink out, const typename R::In* x, int team_bits, bool vectors, Sma
 // across, 11008 blocks of 256 threads.
 
 // An output's elements as one aligned word of W (its reduced run contiguous, W bytes long).
-template <class W, class In>
-__device__ __forceinline__ void load_word(const In* p, In (&e)[kTileReduced]) {
+template <class W, class In, int N>
+__device__ __forceinline__ void load_word(const In* p, In (&e)[N]) {
   const W w = __ldg(reinterpret_cast<const W*>(p));
-  constexpr int n = int(sizeof(W) / sizeof(In)) < kTileReduced ? int(sizeof(W) / sizeof(In)) : kTileReduced;
+  constexpr int n = int(sizeof(W) / sizeof(In)) < N ? int(sizeof(W) / sizeof(In)) : N;
 #pragma unroll
   for (int r = 0; r < n; ++r) memcpy(&e[r], reinterpret_cast<const char*>(&w) + r * sizeof(In), sizeof(In));
 }
 
 // `word`: 4, 8 or 16 where each output's reduced run is one aligned word of that many bytes
-// (rows of 8 uint8, of 8 bfloat16, of 4 float32), loaded at once; 0, an element a load.
-template <class R>
+// (rows of 8 uint8, of 8 bfloat16, of 4 float32), loaded at once; 0, an element a load. kR: the
+// elements an output is unrolled for (plan.h's tile_unroll), at least l.reduced; each thread
+// takes kO = tile_outputs(kR) outputs along A, 2^a_bits apart (a block: kO << a_bits along A),
+// all their loads issued before any is used: the index arithmetic and the wait once for kO
+// outputs (one output a thread issued ~150 instructions a warp for outputs of 2 or 3 elements).
+template <class R, int kR>
 __global__ void __launch_bounds__(kTileBlock)
 tile_kernel(const typename R::In* x, Layout3 l, int a_bits, bool a_is_outer, int word, Sink out) {
   using Op = typename R::Op;
   using In = typename R::In;
+  constexpr int kO = tile_outputs(kR);
   const int64_t nA = a_is_outer ? l.outer : l.inner, nB = a_is_outer ? l.inner : l.outer;
-  const int64_t a = int64_t(blockIdx.x) << a_bits | (threadIdx.x & ((1u << a_bits) - 1));
+  const int reduced = int(l.reduced);  // at most kR: 32-bit guards
+  const int64_t step = l.in_reduced;
+  const int64_t a0 = (int64_t(blockIdx.x) * kO << a_bits) + (threadIdx.x & ((1u << a_bits) - 1));
   int64_t b = int64_t(blockIdx.y) * (kTileBlock >> a_bits) + (threadIdx.x >> a_bits);
-  // Output (a, b): its first element and its place in the result.
-  const auto first = [&](const In*& p, int64_t& at) {
+  // Output k of the thread's, (a0 + k 2^a_bits, b): its first element and its place in the result.
+  const In* p[kO];
+  int64_t at[kO];
+  const auto first = [&](int k) {
+    const int64_t a = a0 + (int64_t(k) << a_bits);
     const int64_t o = a_is_outer ? a : b, i = a_is_outer ? b : a;
-    p = x + l.outer_in(o) + i * l.in_inner;
-    at = l.outer_out(o) + i * l.out_inner;
+    p[k] = x + l.outer_in(o) + i * l.in_inner;
+    at[k] = l.outer_out(o) + i * l.out_inner;
   };
-  // The first output's indexes before the wait, as small_kernel's.
-  const In* p = x;
-  int64_t at = 0;
-  if (a < nA && b < nB) first(p, at);
+  const auto live = [&](int k) { return a0 + (int64_t(k) << a_bits) < nA; };
+  // Every output from the first's indexes where A is inner or one outer run (a stride each),
+  // else each through the outer runs' digits.
+  const auto firsts = [&]() {
+    first(0);
+    if (!a_is_outer || l.outer_runs.runs <= 1) {
+      const int64_t in_a = (a_is_outer ? l.in_outer : l.in_inner) << a_bits;
+      const int64_t out_a = (a_is_outer ? l.out_outer : l.out_inner) << a_bits;
+#pragma unroll
+      for (int k = 1; k < kO; ++k) p[k] = p[0] + k * in_a, at[k] = at[0] + k * out_a;
+    } else {
+#pragma unroll
+      for (int k = 1; k < kO; ++k)
+        if (live(k)) first(k);
+    }
+  };
+  // The outputs' indexes before the wait, as small_kernel's.
+#pragma unroll
+  for (int k = 0; k < kO; ++k) p[k] = x, at[k] = 0;
+  if (a0 < nA && b < nB) firsts();
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   cudaGridDependencySynchronize();
   cudaTriggerProgrammaticLaunchCompletion();
 #endif
-  if (a >= nA) return;
-  for (bool next = false; b < nB; b += int64_t(gridDim.y) * (kTileBlock >> a_bits), next = true) {
-    if (next) first(p, at);
-    In e[kTileReduced];  // every load issued before any is used
-    if (word == 16) {
-      load_word<uint4>(p, e);
-    } else if (word == 8) {
-      load_word<uint2>(p, e);
-    } else if (word == 4) {
-      load_word<unsigned>(p, e);
-    } else {
+  // The thread's outputs at row b (p and at set).
+  const auto reduce_outputs = [&]() {
+    In e[kO][kR];  // every load issued before any is used
 #pragma unroll
-      for (int r = 0; r < kTileReduced; ++r) e[r] = r < l.reduced ? p[r * l.in_reduced] : In();
+    for (int k = 0; k < kO; ++k) {
+      if (!live(k)) {
+#pragma unroll
+        for (int r = 0; r < kR; ++r) e[k][r] = In();
+      } else if (word == 16) {
+        load_word<uint4>(p[k], e[k]);
+      } else if (word == 8) {
+        load_word<uint2>(p[k], e[k]);
+      } else if (word == 4) {
+        load_word<unsigned>(p[k], e[k]);
+      } else {
+#pragma unroll
+        for (int r = 0; r < kR; ++r) e[k][r] = r < reduced ? p[k][r * step] : In();
+      }
     }
-    auto acc = Op::identity();
 #pragma unroll
-    for (int r = 0; r < kTileReduced; ++r)
-      if (r < l.reduced) element_into<R>(acc, e[r], r);
-    store_acc<Op>(out, at, acc);
+    for (int k = 0; k < kO; ++k) {
+      auto acc = Op::identity();
+#pragma unroll
+      for (int r = 0; r < kR; ++r)
+        if (r < reduced) element_into<R>(acc, e[k][r], r);
+      if (live(k)) store_acc<Op>(out, at[k], acc);
+    }
+  };
+  if (a0 >= nA || b >= nB) return;
+  reduce_outputs();
+  // Past 65535 tiles along B the grid steps over the rest (the loop's constants stay out of the
+  // first row's path: hoisted for a loop around it, they were 40 of its instructions).
+  const int64_t stride = int64_t(gridDim.y) * (kTileBlock >> a_bits);
+  for (b += stride; b < nB; b += stride) {
+    firsts();
+    reduce_outputs();
   }
 }
 
@@ -1318,7 +1361,12 @@ cudaError_t launch_step(const Step& s, const ReduceArgs& a) {
     case Kernel::ColumnPartials:
       return launch(column_partials_kernel<R>, static_cast<const Acc*>(partials), int(s.count), l, sink);
     case Kernel::Tiles:
-      return launch(tile_kernel<R>, x, l, s.a_bits, s.a_is_outer, s.word, sink);
+      switch (s.loads) {
+        case 4: return launch(tile_kernel<R, 4>, x, l, s.a_bits, s.a_is_outer, s.word, sink);
+        case 8: return launch(tile_kernel<R, 8>, x, l, s.a_bits, s.a_is_outer, s.word, sink);
+        case 16: return launch(tile_kernel<R, 16>, x, l, s.a_bits, s.a_is_outer, s.word, sink);
+        default: return cudaErrorInvalidValue;
+      }
     case Kernel::TransposeTiles:
       if (s.V != kTransposeV<R>) return cudaErrorInvalidValue;
       return launch(transpose_tile_kernel<R>, x, l, s.inner_tiles, s.flag, sink);
