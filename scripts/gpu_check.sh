@@ -12,6 +12,7 @@
 #   BENCH_ARGS="--quick" bash scripts/gpu_check.sh    # arguments for benchmarks/bench.py
 #   DIMS_ARGS="--ops sum" bash scripts/gpu_check.sh   # arguments for benchmarks/bench.py --dims
 #   STAGES=distributed DISTRIBUTED_ARGS="--sizes 2^20,2^30" bash scripts/gpu_check.sh
+#   PREBUILT=DIR bash scripts/gpu_check.sh   # the library of scripts/prebuilt.sh instead of a build
 # Each stage has a time limit in seconds (TEST_TIMEOUT, SANITIZE_TIMEOUT per tool, BENCH_TIMEOUT for
 # bench, dims and ladder each).
 set -uo pipefail
@@ -34,7 +35,18 @@ note "device: $(tr '\n' ';' < "$LOGS/device.txt")"
 
 has() { [[ " $STAGES " == *" $1 "* ]]; }
 
-if has build; then
+if has build && [ -n "${PREBUILT:-}" ]; then
+  # Built elsewhere for this machine's torch and GPU (scripts/prebuilt.sh): in place, as a build
+  # leaves it, and importable from the checkout.
+  if python3 -c "import lzma, shutil, sys; shutil.copyfileobj(lzma.open(sys.argv[1]), open('torch_reduce/_C.abi3.so', 'wb'))" \
+       "$PREBUILT/_C.abi3.so.xz" && cp "$PREBUILT/_C.build.json" torch_reduce/ &&
+     python3 -c 'import torch_reduce' > "$LOGS/build.log" 2>&1; then
+    note "build: prebuilt ($PREBUILT)"
+    export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
+  else
+    note "build: the prebuilt library FAILED to load (see build.log)"; tail -30 "$LOGS/build.log"
+  fi
+elif has build; then
   start=$SECONDS
   if MAX_JOBS=${MAX_JOBS:-$(nproc)} python3 -m pip install --no-build-isolation --no-deps -e . > "$LOGS/build.log" 2>&1; then
     note "build: ok ($((SECONDS - start)) s)"
