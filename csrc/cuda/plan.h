@@ -76,9 +76,9 @@ constexpr bool block_rows_kernel(int in_bytes, int acc_bytes, bool group_rows) {
 // `reduced`. Every unrolled element costs its guard, address and combine whether it exists or
 // not (predicated, not branched): one instance for 16 issued ~430 instructions a warp for an
 // output of 2 or 3 elements (ncu, H200: a bool amax over rows of 3, an int16 sum over 2 rows).
-constexpr int tile_unroll(int64_t reduced) { return reduced <= 4 ? 4 : reduced <= 8 ? 8 : 16; }
-// Outputs a thread of that instance: 16 elements in all.
-constexpr int tile_outputs(int unroll) { return 16 / unroll; }
+constexpr int tile_unroll(int64_t reduced) { return reduced <= 4 ? 4 : reduced <= 8 ? 8 : kTileReduced; }
+// Outputs a thread of that instance: kTileReduced elements in all.
+constexpr int tile_outputs(int unroll) { return kTileReduced / unroll; }
 
 // ---------------------------------------------------------------------------------------------
 // Tuning: the choices between kernels, as data. One table per architecture; each value with
@@ -239,12 +239,12 @@ struct Step {
   int64_t from = -1, to = -1;
   Layout3 layout;  // the layout the step reads
   // The kernel's own parameters (0 where it takes none):
-  int team = 0, loads = 0;          // Rows: team; WholeRows: lanes and loads a row
+  int team = 0, loads = 0;          // Rows: team; WholeRows: lanes and loads a row; Tiles: tile_unroll
   int V = 0, U = 0;                 // Columns: outputs a thread, loads in flight
   int64_t count = 0;                // segments, splits or partials an output (and blocks, VectorCombine)
   int64_t per = 0;                  // elements a segment or a split
   int64_t column_blocks = 0, first = 0, end = 0;  // Columns: the outputs [first, end) of a row
-  int a_bits = 0, word = 0;         // Tiles (and `loads`: tile_unroll)
+  int a_bits = 0, word = 0;         // Tiles
   bool a_is_outer = false;
   bool flag = false;                // RowSegments: whole vectors; TransposeTiles: words; Small: vectors
   int64_t inner_tiles = 0;          // TransposeTiles

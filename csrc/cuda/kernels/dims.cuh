@@ -1364,7 +1364,7 @@ cudaError_t launch_step(const Step& s, const ReduceArgs& a) {
       switch (s.loads) {
         case 4: return launch(tile_kernel<R, 4>, x, l, s.a_bits, s.a_is_outer, s.word, sink);
         case 8: return launch(tile_kernel<R, 8>, x, l, s.a_bits, s.a_is_outer, s.word, sink);
-        case 16: return launch(tile_kernel<R, 16>, x, l, s.a_bits, s.a_is_outer, s.word, sink);
+        case kTileReduced: return launch(tile_kernel<R, kTileReduced>, x, l, s.a_bits, s.a_is_outer, s.word, sink);
         default: return cudaErrorInvalidValue;
       }
     case Kernel::TransposeTiles:
