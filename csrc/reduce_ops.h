@@ -35,6 +35,9 @@ enum class Logic : int8_t { None, Any, All };
 // What a projection reads besides the accumulator; the same for every result of a call.
 struct ProjectArgs {
   int64_t count = 0;  // elements reduced into each result; mean divides by it (0: no division)
+  // Copies of each element the result stands for (an expanded reduced dim, stride 0, is read
+  // once): a sum's k-fold, var's M2 k-fold, logsumexp's + log k, a product's k-th power.
+  int64_t repeats = 1;
   double scalar = 0;  // var/std: the correction; vector_norm: the order
   bool root = false;  // std: the square root of the variance
   Logic logic = Logic::None;  // integer sums only
@@ -49,6 +52,13 @@ TREDUCE_HOST_DEVICE A finalize(A v, int64_t divisor) {
   return v;
 }
 
+// Sum v taken `k` times: integers wrap as k additions would.
+template <class A>
+TREDUCE_HOST_DEVICE A repeated_sum(A v, int64_t k) {
+  if constexpr (std::is_integral_v<A>) return A(uint64_t(v) * uint64_t(k));
+  else return v * A(k);
+}
+
 // One-number accumulators whose element is its own accumulator.
 template <class A>
 struct ScalarOp {
@@ -57,7 +67,9 @@ struct ScalarOp {
   static constexpr int kOutputs = 1;
   static constexpr bool kPlain = true;
   TREDUCE_HOST_DEVICE static A enter(A v) { return v; }
-  TREDUCE_HOST_DEVICE static A project(A v, const ProjectArgs& a) { return finalize(v, a.count); }
+  TREDUCE_HOST_DEVICE static A project(A v, const ProjectArgs& a) {
+    return finalize(repeated_sum(v, a.repeats), a.count);
+  }
 };
 
 template <class A>
@@ -70,7 +82,7 @@ struct SumOp : ScalarOp<A> {
       if (a.logic == Logic::Any) return A(v != 0);
       if (a.logic == Logic::All) return A(v == a.count);
     }
-    return finalize(v, a.count);
+    return finalize(repeated_sum(v, a.repeats), a.count);
   }
 };
 
@@ -326,7 +338,8 @@ struct VarOp {
   TREDUCE_HOST_DEVICE static A project(const acc_t& a, const ProjectArgs& args) {
     const A d = A(args.count) - A(args.scalar);
     const A mean = a.pivot + a.mean;
-    const A var = mean - mean == A(0) ? a.m2 / (d > A(0) ? d : A(0)) : mean - mean;
+    const A m2 = a.m2 * A(args.repeats);
+    const A var = mean - mean == A(0) ? m2 / (d > A(0) ? d : A(0)) : mean - mean;
     return args.root ? std::sqrt(var) : var;
   }
   TREDUCE_HOST_DEVICE static A project2(const acc_t& a, const ProjectArgs&) { return a.pivot + a.mean; }
@@ -422,11 +435,11 @@ struct LogSumExpOp {
     for (int j = 0; j < N; ++j) s += std::is_same_v<A, float> ? exp_below(t[j], m) : scale(t[j], m);
     return {m, m == -std::numeric_limits<A>::infinity() ? A(0) : s};
   }
-  TREDUCE_HOST_DEVICE static A project(const acc_t& a, const ProjectArgs&) {
+  TREDUCE_HOST_DEVICE static A project(const acc_t& a, const ProjectArgs& args) {
     if (a.max != a.max || a.max == std::numeric_limits<A>::infinity() ||
         a.max == -std::numeric_limits<A>::infinity())
       return a.max;
-    return a.max + std::log(a.sum);
+    return a.max + std::log(a.sum * A(args.repeats));
   }
 };
 
@@ -436,6 +449,19 @@ struct ProdOp : ScalarOp<A> {
   TREDUCE_HOST_DEVICE static A identity() { return A(1); }
   TREDUCE_HOST_DEVICE static A combine(A a, A b) { return a * b; }
   TREDUCE_HOST_DEVICE static A reduce(A a, A v) { return a * v; }
+  // v to the power k (square and multiply; integers wrap as k - 1 products would).
+  TREDUCE_HOST_DEVICE static A project(A v, const ProjectArgs& a) {
+    int64_t k = a.repeats;
+    if (k == 1) return v;
+    if constexpr (std::is_integral_v<A>) {
+      uint64_t r = 1, b = uint64_t(v);
+      for (; k > 0; k >>= 1, b *= b)
+        if (k & 1) r *= b;
+      return A(r);
+    } else {
+      return std::pow(v, A(k));
+    }
+  }
 };
 
 // vector_norm, one operator per order, as torch's NormTwoOps, NormOneOps, AbsMaxOps, AbsMinOps,
@@ -467,6 +493,7 @@ struct NormOp {
   }
   TREDUCE_HOST_DEVICE static A reduce(A a, A v) { return combine(a, enter(v)); }
   TREDUCE_HOST_DEVICE static A project(A a, const ProjectArgs& args) {
+    if constexpr (K != NormOrd::Inf && K != NormOrd::NegInf) a *= A(args.repeats);
     if constexpr (K == NormOrd::Two) return std::sqrt(a);
     else if constexpr (K == NormOrd::Pow) return std::pow(a, A(1) / A(args.scalar));
     else return a;

@@ -264,6 +264,10 @@ constexpr bool ignores_repeats(ReduceOp op) {
          op == ReduceOp::All || op == ReduceOp::Mean || op == ReduceOp::NanMean;
 }
 
+// Whether the projection takes the repeats into its value (ProjectArgs::repeats): the positions
+// of max and min over a dim, argmax and argmin are those of the first copy, read as they are.
+constexpr bool projects_repeats(ReduceOp op) { return !is_indexed(op) && !ignores_repeats(op); }
+
 // The result's shape, its allocation and the layout of the input, for every op.
 void plan_layout(Prepared& p, const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim) {
   const char* name = op_name(p.op);
@@ -336,14 +340,19 @@ void plan_layout(Prepared& p, const at::Tensor& self, at::OptionalIntArrayRef di
       if (p.out2.defined()) p.distinct2 = at::empty(distinct_shape, p.out2.options());
     }
   }
-  if (p.is_auto && ignores_repeats(p.op)) {
-    // An expanded reduced dim (stride 0) repeats the same elements r times, which leaves these
-    // operators' values as they are: it is not read (mean((1, 256) expanded to 49152 rows, 0)
-    // read one element 49152 times a result).
-    int64_t kept = 0;
-    for (const DimInfo& d : infos)
+  if (p.is_auto && (ignores_repeats(p.op) || projects_repeats(p.op))) {
+    // An expanded reduced dim (stride 0) repeats the same elements r times, which leaves the
+    // extrema, any, all and the means as they are, and the others' projections take r into
+    // account (a sum's r-fold): it is not read. (mean((1, 256) expanded to 49152 rows, 0) read
+    // one element 49152 times a result; std over (128, 1) expanded to 14336 along dim 1 read
+    // 14336 copies of each element, 0.22x torch.compile's speed.)
+    int64_t kept = 0, repeats = 1;
+    for (const DimInfo& d : infos) {
       if (!(d.reduced && d.in_stride == 0)) infos[kept++] = d;
+      else repeats *= d.size;
+    }
     infos.resize(kept);
+    if (projects_repeats(p.op)) p.project.repeats = repeats;
   }
   // Any strides fold without a copy (layout.h), but for more kept runs than an outer index takes,
   // or several reduced runs where partials cannot be combined (exact, the ladder): then a
@@ -413,7 +422,7 @@ std::string plan_op(const at::Tensor& x, at::OptionalIntArrayRef dim, c10::strin
   return "{" + field("outer", l.outer) + field("reduced", l.reduced) + field("inner", l.inner) +
          field("in_outer", l.in_outer) + field("in_reduced", l.in_reduced) + field("in_inner", l.in_inner) +
          field("out_outer", l.out_outer) + field("out_inner", l.out_inner) + "\"outer_runs\": [" + runs + "], " +
-         field("combine", l.combine) + "\"copy\": " + (copy ? "true" : "false") + ", \"done\": " +
+         field("combine", l.combine) + field("repeats", p.project.repeats) + "\"copy\": " + (copy ? "true" : "false") + ", \"done\": " +
          (p.done ? "true" : "false") + ", \"plan\": " + plan + "}";
 }
 

@@ -207,9 +207,10 @@ def test_column_sums_add_in_the_cascade_order(dtype):
 def test_narrow_column_sums_in_the_cascade_order(dtype):
     """Columns of 2 to 33 outputs in every layout sum_simd's columns kernel reads past a row's last
     column in: the rows of each outer index back to back (the next outer index's rows follow),
-    rows apart (a slice of wider rows), and one row repeated (stride 0: every row from a copy).
-    Bit for bit as the cascade adds them (sums and nansums), the rows' counts around its groups
-    of 16 and one segment of 256."""
+    rows apart (a slice of wider rows). Bit for bit as the cascade adds them (sums and nansums),
+    the rows' counts around its groups of 16 and one segment of 256. And one row repeated (stride
+    0), which is read once: the row times the rows, correctly rounded (exact in float64, so
+    x.double() * rows rounded to the dtype)."""
     gen, seed = fresh_generator("cpu")
     for outer, rows, width in ((196, 80, 7), (5, 1, 3), (9, 2, 5), (7, 7, 2), (3, 16, 8), (4, 17, 9), (2, 255, 31),
                                (3, 256, 33), (2, 250, 7)):
@@ -225,10 +226,16 @@ def test_narrow_column_sums_in_the_cascade_order(dtype):
 
         for (what, data), (_, y) in zip(layouts(*sources), layouts(*with_nan)):
             got = torch_reduce.sum(data, 1)
-            want = _cascade_columns(data.transpose(0, 1), False).to(dtype)
+            if what == "expanded":
+                want = (data[:, 0].double() * rows).to(dtype)
+            else:
+                want = _cascade_columns(data.transpose(0, 1), False).to(dtype)
             assert torch.equal(got, want), f"sum {what} {outer}x{rows}x{width} seed {seed}"
             got = torch_reduce.nansum(y, 1)
-            want = _cascade_columns(y.transpose(0, 1), True).to(dtype)
+            if what == "expanded":
+                want = (y[:, 0].double().nan_to_num(nan=0.0) * rows).to(dtype)
+            else:
+                want = _cascade_columns(y.transpose(0, 1), True).to(dtype)
             assert torch.equal(got, want), f"nansum {what} {outer}x{rows}x{width} seed {seed}"
 
 

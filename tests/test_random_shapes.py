@@ -21,7 +21,7 @@ def test_contiguous_layouts_fold_as_one_view():
     x = torch.empty(6, 5, 4)
     assert torch_reduce.explain(x, 1) == {
         "outer": 6, "reduced": 5, "inner": 4, "in_outer": 20, "in_reduced": 4, "in_inner": 1, "out_outer": 4,
-        "out_inner": 1, "outer_runs": [], "combine": 1, "copy": False, "done": False, "plan": None}
+        "out_inner": 1, "outer_runs": [], "combine": 1, "repeats": 1, "copy": False, "done": False, "plan": None}
     rows = torch_reduce.explain(x, (1, 2))  # neighbours of one kind merge
     assert (rows["outer"], rows["reduced"], rows["inner"], rows["in_reduced"]) == (6, 20, 1, 1)
     full = torch_reduce.explain(x)
@@ -64,9 +64,14 @@ def test_the_longest_reduced_run_is_the_pass_over_memory():
 
 
 def test_expanded_dims_are_read_through_stride_zero():
+    # A reduced dim expanded with stride 0 is not read at all: a sum is the sum of one copy of
+    # each element, times the repeats (the projection's); a transpose of the result's run keeps
+    # its stride.
     x = torch.empty(5, 1, 7).expand(5, 3, 7)
     plan = torch_reduce.explain(x, 1)
-    assert (plan["reduced"], plan["in_reduced"], plan["copy"]) == (3, 0, False)
+    assert (plan["reduced"], plan["repeats"], plan["copy"]) == (1, 3, False)
+    assert torch_reduce.explain(x, 1, "amax")["repeats"] == 1  # the extrema ignore repeats
+    assert torch_reduce.explain(x, 1, "argmax")["reduced"] == 3  # positions: every copy read
     got = torch_reduce.sum(torch.arange(35.0).reshape(5, 1, 7).expand(5, 3, 7), 1)
     assert torch.equal(got, torch.arange(35.0).reshape(5, 7) * 3)
 
@@ -80,31 +85,100 @@ def test_expanded_dims_are_the_outermost_runs():
     assert (plan["reduced"], plan["in_reduced"], plan["inner"], plan["in_inner"], plan["out_inner"]) == (3, 3200, 3200, 1, 1)
 
 
+EXPANDED_OPS = {
+    "amax": torch.amax, "amin": torch.amin, "mean": torch.mean, "nanmean": torch.nanmean, "sum": torch.sum,
+    "nansum": torch.nansum, "logsumexp": torch.logsumexp,
+    "var": torch.var, "std": lambda x, d: torch.std(x, d, correction=0),
+    "var_mean": lambda x, d: torch.var_mean(x, d, correction=2),
+    "std_mean": lambda x, d: torch.std_mean(x, d),
+    "norm": lambda x, d: torch.linalg.vector_norm(x, 2, d), "norm1": lambda x, d: torch.linalg.vector_norm(x, 1, d),
+    "norm0": lambda x, d: torch.linalg.vector_norm(x, 0, d), "norm_inf": lambda x, d: torch.linalg.vector_norm(x, float("inf"), d),
+    "norm3": lambda x, d: torch.linalg.vector_norm(x, 3, d), "count_nonzero": torch.count_nonzero,
+    "sum64": lambda x, d: torch.sum(x, d, dtype=torch.float64),
+}
+
+
+def call_expanded(ns, op: str, x: torch.Tensor, dim):
+    """Op `op` of EXPANDED_OPS through torch (ns=torch) or torch_reduce, dims as a tuple or None."""
+    f = EXPANDED_OPS[op]
+    if ns is torch_reduce:
+        f = {"std": lambda x, d: torch_reduce.std(x, d, correction=0),
+             "var_mean": lambda x, d: torch_reduce.var_mean(x, d, correction=2),
+             "norm": lambda x, d: torch_reduce.vector_norm(x, 2, d), "norm1": lambda x, d: torch_reduce.vector_norm(x, 1, d),
+             "norm0": lambda x, d: torch_reduce.vector_norm(x, 0, d),
+             "norm_inf": lambda x, d: torch_reduce.vector_norm(x, float("inf"), d),
+             "norm3": lambda x, d: torch_reduce.vector_norm(x, 3, d),
+             "sum64": lambda x, d: torch_reduce.sum(x, d, dtype=torch.float64)}.get(op) or getattr(torch_reduce, op)
+    if dim is None and op in ("amax", "amin", "logsumexp", "nanmean", "nansum", "var", "var_mean", "std_mean", "mean", "sum"):
+        dim = tuple(range(x.dim()))  # every dim: the same as None, through the dim argument
+    return f(x, dim)
+
+
 @pytest.mark.parametrize("device", DEVICES)
 def test_expanded_reduced_dims_against_torch(device):
-    # Extrema, any, all and the means skip an expanded reduced dim (their value does not change
-    # with repeats); the others read it. Every op against torch, a NaN included.
+    # Every op of the family over expanded (stride 0) reduced dims: the extrema, any, all and the
+    # means skip them, sums, var, logsumexp, norms and products take the repeats into their
+    # projection, the indexed ops read every copy; against torch, a NaN in one case, and
+    # full reductions (one dense run once the expanded dims are dropped) beside dims.
     gen, seed = fresh_generator(device)
     base = torch.randn(5, 1, 7, generator=gen, device=device)
-    base[2, 0, 3] = float("nan")
-    for x, dim in ((base.expand(5, 6, 7), 1), (base.expand(5, 6, 7), (0, 1)), (base.expand(5, 6, 7), None),
-                   (base[:1, :, :1].expand(4, 9, 1), (0, 1)), (base[0, 0, :4].expand(3, 4), 0)):
-        for op in ("amax", "amin", "mean", "nanmean", "sum", "nansum", "var", "logsumexp"):
-            if op == "logsumexp" and dim is None:
-                continue
-            want = getattr(torch, op)(x, dim) if dim is not None else getattr(torch, op)(x)
-            got = getattr(torch_reduce, op)(x, dim) if dim is not None else getattr(torch_reduce, op)(x)
-            assert got.shape == want.shape and got.dtype == want.dtype
-            torch.testing.assert_close(got, want, equal_nan=True, msg=lambda m: f"{op} {dim} seed {seed}: {m}")
+    with_nan = base.clone()
+    with_nan[2, 0, 3] = float("nan")
+    layouts = [(base.expand(5, 6, 7), (1,)), (base.expand(5, 6, 7), (0, 1)), (base.expand(5, 6, 7), None),
+               (with_nan.expand(5, 6, 7), (1,)), (with_nan.expand(5, 6, 7), (0, 1)),
+               (base[:1, :, :1].expand(4, 9, 1), (0, 1)), (base[0, 0, :4].expand(3, 4), (0,)),
+               (base.expand(5, 6, 7).transpose(0, 2), (1, 2)), (base.reshape(35, 1).expand(35, 300), None),
+               (base.reshape(35, 1).expand(35, 300), (1,))]
+    for x, dim in layouts:
+        count = x.numel() // max(1, torch.sum(x, dim).numel()) if dim is not None else x.numel()
+        for op in EXPANDED_OPS:
+            # float32 against float64 (x.double()): a repeated sum is more accurate than torch's
+            # float32 one, so the bound is the float32 sum's, 1e-5 relative and 2^-20 a term.
+            tup = lambda r: r if isinstance(r, tuple) else (r,)  # noqa: E731
+            want64 = tup(call_expanded(torch, op, x.double(), dim))
+            got, want = tup(call_expanded(torch_reduce, op, x, dim)), tup(call_expanded(torch, op, x, dim))
+            assert len(got) == len(want)
+            for g, w, w64 in zip(got, want, want64):
+                assert g.shape == w.shape and g.dtype == w.dtype, (op, dim, g.shape, w.shape, g.dtype, w.dtype)
+                torch.testing.assert_close(g.double(), w64.double(), rtol=1e-5, atol=count * 2.0 ** -20,
+                                           equal_nan=True, msg=lambda m: f"{op} {dim} seed {seed}: {m}")
         for op in ("any", "all"):
             b = x > 0
             want = getattr(torch, op)(b, dim) if dim is not None else getattr(torch, op)(b)
             got = getattr(torch_reduce, op)(b, dim) if dim is not None else getattr(torch_reduce, op)(b)
             assert torch.equal(got, want), (op, dim, seed)
-        if dim is None or isinstance(dim, int):
-            mn, mx = torch_reduce.aminmax(x, dim=dim)
-            tmn, tmx = torch.aminmax(x, dim=dim)
+        if dim is None or len(dim) == 1:
+            d = None if dim is None else dim[0]
+            mn, mx = torch_reduce.aminmax(x, dim=d)
+            tmn, tmx = torch.aminmax(x, dim=d)
             torch.testing.assert_close((mn, mx), (tmn, tmx), equal_nan=True, msg=lambda m: f"aminmax seed {seed}: {m}")
+            for op in ("argmax", "argmin"):
+                assert torch.equal(getattr(torch_reduce, op)(x, d), getattr(torch, op)(x, d)), (op, dim, seed)
+            if d is not None:
+                prod = base.clamp(-1.5, 1.5).expand_as(x) if x.shape == base.expand(5, 6, 7).shape else x
+                torch.testing.assert_close(torch_reduce.prod(prod, d), torch.prod(prod, d), rtol=1e-5, atol=1e-30,
+                                           equal_nan=True, msg=lambda m: f"prod {dim} seed {seed}: {m}")
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_expanded_reduced_dims_of_integers_wrap_as_torch(device):
+    # Integers exact: a sum of repeats wraps as the repeated additions would (int64 near its
+    # limits, int32 summed in int64), products wrap as repeated products, bool sums count.
+    gen, seed = fresh_generator(device)
+    big = torch.randint(-(1 << 62), 1 << 62, (6, 1, 5), generator=gen, device=device)
+    small = torch.randint(-9, 10, (6, 1, 5), generator=gen, device=device, dtype=torch.int32)
+    flags = torch.randint(0, 2, (6, 1, 5), generator=gen, device=device).bool()
+    for x in (big, small, flags):
+        for dim in ((1,), (0, 1), None):
+            e = x.expand(6, 13, 5)
+            want = torch.sum(e, dim) if dim is not None else torch.sum(e)
+            got = torch_reduce.sum(e, dim) if dim is not None else torch_reduce.sum(e)
+            assert torch.equal(got, want), (x.dtype, dim, seed)
+            want = torch.count_nonzero(e, dim)
+            assert torch.equal(torch_reduce.count_nonzero(e, dim), want), ("count_nonzero", x.dtype, dim, seed)
+        if x.dtype != torch.bool:
+            e = x.expand(6, 13, 5)
+            assert torch.equal(torch_reduce.prod(e, 1), torch.prod(e, 1)), ("prod", x.dtype, seed)
 
 
 def kernels(plan: dict) -> list[str]:

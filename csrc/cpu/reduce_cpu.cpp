@@ -144,7 +144,7 @@ struct CompensatedSumOp {
   static acc_t reduce(acc_t a, double v) { return combine(a, {v, 0.0}); }
   // An infinite hi makes its two-sums' errors NaN: then hi alone (inf, or NaN for inf - inf).
   static double project(acc_t v, const ProjectArgs& a) {
-    return finalize(std::isfinite(v.hi) ? v.hi + v.lo : v.hi, a.count);
+    return finalize(repeated_sum(std::isfinite(v.hi) ? v.hi + v.lo : v.hi, a.repeats), a.count);
   }
 };
 

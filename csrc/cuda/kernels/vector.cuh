@@ -716,7 +716,7 @@ cudaError_t launch_vector_step(const Step& step, const ReduceArgs& a) {
   auto* partials = step.from < 0 ? nullptr : reinterpret_cast<Acc*>(static_cast<char*>(a.workspace) + step.from);
   constexpr bool kPlain = R::Op::kPlain;
   using Narrow = NarrowOut<R>;
-  const bool direct = a.project.count == 0;
+  const bool direct = a.project.count == 0 && a.project.repeats == 1;
   bool as_acc = false;
   if constexpr (kPlain) as_acc = direct && a.types.out == dtype_of<Acc>();
   bool as_narrow = false;
