@@ -204,6 +204,19 @@ def test_explain_gives_the_kernels_a_call_launches():
         torch_reduce.explain(x, 3, "median")
 
 
+@cuda_only
+def test_tiles_past_the_grid_along_b():
+    # tile_kernel's grid stops at 65535 tiles along B; its blocks step over the rest: 600000
+    # outputs along B, 8 a tile (sum and amax over the dim of 3 of a strided int8 view).
+    gen, seed = fresh_generator("cuda")
+    base = torch.randint(-128, 128, (600000, 3, 64), generator=gen, device="cuda", dtype=torch.int8)
+    x = base[:, :, ::2]
+    plan = torch_reduce.explain(x, 1)
+    assert kernels(plan) == ["tile_kernel"] and plan["plan"]["steps"][0]["grid"][1] == 65535
+    assert torch.equal(torch_reduce.sum(x, 1), x.sum(1)), seed
+    assert torch.equal(torch_reduce.amax(x, 1), x.amax(1)), seed
+
+
 def test_more_runs_than_an_outer_index_takes_are_copied():
     # Six kept dims, each apart from the others in memory: more than kMaxOuterRuns outer runs.
     x = torch.empty(2, 3, 2, 3, 2, 3, 5).permute(6, 5, 3, 1, 4, 2, 0)

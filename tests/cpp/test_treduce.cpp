@@ -205,6 +205,19 @@ void check_plans() {
   p = plan_of({8, 2048, 1024, 2}, {4096 * 1024, 1, 2048, 2048 * 1024}, {3});
   expect(kernels(p) == "transpose_tile_kernel" && p.step[0].grid[0] == 64 * 256 && p.step[0].inner_tiles == 64,
          "plan: a transposed short reduction is transpose tiles: " + kernels(p));
+  // ... but under a block a multiprocessor, tile_kernel (each output's loads at once): amax over
+  // dim 0 of (8, 197, 1) expanded to 64 on dim 2, bool, 4 transpose tiles.
+  OpTraits bool_amax;
+  bool_amax.in_bytes = 1, bool_amax.acc_bytes = 1;
+  p = plan_reduce(h100, bool_amax, plan_input({8, 197, 64}, {197, 1, 0}, {0}));
+  expect(kernels(p) == "tile_kernel" && p.step[0].a_is_outer && p.step[0].loads == 8,
+         "plan: a transposed reduction of 4 tiles is tile_kernel: " + kernels(p));
+  // Columns of single elements (rows of 1025 float32, not whole vectors): four times the blocks
+  // of vectors' columns, 33 x 32 (amax over dim 1 of (50257, 1025).transpose(0, 1)).
+  p = plan_of({50257, 1025}, {1025, 1}, {0});
+  expect(kernels(p) == "columns_kernel + column_partials_kernel" && p.step[0].V == 1 && p.step[0].grid[0] == 33 &&
+             p.step[0].grid[1] == 32 && p.step[1].count == 32,
+         "plan: columns of single elements fill the device: " + kernels(p));
   // Columns (4096, 4096) over dim 0: 32 blocks of 32 x 8 threads across the 4096 outputs, 4
   // each, the rows split 9 ways to fill 264 blocks' worth, then the splits combined.
   p = plan_of({4096, 4096}, {4096, 1}, {0});
