@@ -47,6 +47,8 @@ inline constexpr int kSmallBlock = 256;
 inline constexpr int kSmallLoads = 8;
 // Vector loads a thread the small kernel's team is sized for (single elements: kSmallLoads).
 inline constexpr int kSmallVectorLoads = 2;
+// The small kernel's instance for a thread's loads: groups of 2, 4 or kSmallLoads.
+constexpr int small_loads(int64_t per_thread) { return per_thread <= 2 ? 2 : per_thread <= 4 ? 4 : kSmallLoads; }
 inline constexpr int kTileBlock = 256;
 inline constexpr int kTileReduced = 16;  // the most elements an output tile_kernel holds
 inline constexpr int kTransposeTile = 32;
@@ -239,7 +241,7 @@ struct Step {
   int64_t from = -1, to = -1;
   Layout3 layout;  // the layout the step reads
   // The kernel's own parameters (0 where it takes none):
-  int team = 0, loads = 0;          // Rows: team; WholeRows: lanes and loads a row; Tiles: tile_unroll
+  int team = 0, loads = 0;          // Rows: team; WholeRows: lanes, loads a row; Tiles, Small: the instance
   int V = 0, U = 0;                 // Columns: outputs a thread, loads in flight
   int64_t count = 0;                // segments, splits or partials an output (and blocks, VectorCombine)
   int64_t per = 0;                  // elements a segment or a split

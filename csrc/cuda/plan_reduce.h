@@ -144,6 +144,7 @@ class Planner {
     Step& s = p_.add(Kernel::Small);
     s.grid[0] = ceil_div(threads, block), s.block[0] = block, s.dependent = true;
     s.team = team_bits, s.flag = vectors, s.small = l;
+    s.loads = small_loads(ceil_div(loads, int64_t(1) << team_bits));
   }
 
   // ---- full reductions of one run (kernels/vector.cuh) ---------------------------------------

@@ -179,7 +179,8 @@ void check_plans() {
   };
   // A few elements: the small kernel, one launch, no workspace.
   Plan p = plan_of({4, 3}, {3, 1}, {1});
-  expect(kernels(p) == "small_kernel" && p.workspace == 0, "plan: (4, 3) over dim 1 is one small_kernel");
+  expect(kernels(p) == "small_kernel" && p.workspace == 0 && p.step[0].loads == 4,
+         "plan: (4, 3) over dim 1 is one small_kernel, its instance for groups of 4");
   // Rows of 4096 float32, 4096 of them: a block a row, two 16-byte vectors a thread.
   p = plan_of({4096, 4096}, {4096, 1}, {1});
   expect(kernels(p) == "two_vector_rows_kernel" && p.step[0].grid[0] == 4096 && p.step[0].block[0] == 512 &&

@@ -792,7 +792,10 @@ __device__ __forceinline__ int32_t small_offset(const SmallRun* r, int runs, int
 // team above), with a pointer and a step instead of an index a load, and the Sink first among the
 // parameters (0.03-0.08 of it in a copy of the kernel: its fields, read at the store, then share
 // the constant lines read first).
-template <class R>
+// kLoads (2, 4 or 8; plan.h's small_loads): the loads of a group, at least a thread's loads up to
+// 8, so that a thread of few loads issues no predicated slots of a group of 8 (each slot's guard
+// and, for struct accumulators and positions, its predicated combine).
+template <class R, int kLoads>
 __global__ void __launch_bounds__(kSmallBlock)
 small_kernel(Sink out, const typename R::In* x, int team_bits, bool vectors, SmallIndex l) {
   using Op = typename R::Op;
@@ -815,43 +818,43 @@ small_kernel(Sink out, const typename R::In* x, int team_bits, bool vectors, Sma
   cudaGridDependencySynchronize();
 #endif
   auto acc = Op::identity();
-  // A group of kSmallLoads elements j, j + team, ... (at(u, i): the group's element u, i = j + u *
+  // A group of kLoads elements j, j + team, ... (at(u, i): the group's element u, i = j + u *
   // team), all loaded before any is used; i is also the position indexed operators keep.
   const auto group = [&](int32_t j, auto at) {
-    In e[kSmallLoads];
+    In e[kLoads];
 #pragma unroll
-    for (int u = 0; u < kSmallLoads; ++u) e[u] = j + u * team < count ? at(u, j + u * team) : In();
+    for (int u = 0; u < kLoads; ++u) e[u] = j + u * team < count ? at(u, j + u * team) : In();
     if constexpr (kGroupLoads<R>) {
-      if (j + (kSmallLoads - 1) * team < count) {  // a whole group: one combine (see kGroupLoads)
-        typename R::Value t[kSmallLoads];
+      if (j + (kLoads - 1) * team < count) {  // a whole group: one combine (see kGroupLoads)
+        typename R::Value t[kLoads];
 #pragma unroll
-        for (int u = 0; u < kSmallLoads; ++u) t[u] = R::value(e[u]);
+        for (int u = 0; u < kLoads; ++u) t[u] = R::value(e[u]);
         acc = Op::combine(acc, reduce_values<Op>(t));
         return;
       }
     }
 #pragma unroll
-    for (int u = 0; u < kSmallLoads; ++u)
+    for (int u = 0; u < kLoads; ++u)
       if (j + u * team < count) element_into<R>(acc, e[u], j + u * team);
   };
   // The same for the vectors v, v + team, ... below n (at(u, w): the address of vector w, the
   // group's u).
   const auto vector_group = [&](int32_t v, int32_t n, auto at) {
-    uint4 r[kSmallLoads];
-    bool in_range[kSmallLoads];
+    uint4 r[kLoads];
+    bool in_range[kLoads];
 #pragma unroll
-    for (int u = 0; u < kSmallLoads; ++u) {
+    for (int u = 0; u < kLoads; ++u) {
       in_range[u] = v + u * team < n;
       r[u] = in_range[u] ? __ldg(at(u, v + u * team)) : uint4{};
     }
     if constexpr (kGroupLoads<R>) {
-      if (in_range[kSmallLoads - 1]) {
+      if (in_range[kLoads - 1]) {
         acc = Op::combine(acc, reduce_loads<R>(r));
         return;
       }
     }
 #pragma unroll
-    for (int u = 0; u < kSmallLoads; ++u)
+    for (int u = 0; u < kLoads; ++u)
       if (in_range[u]) vector_into<R>(acc, r[u], (v + u * team) * kPer);
   };
   if (!live) {            // nothing to read
@@ -859,20 +862,20 @@ small_kernel(Sink out, const typename R::In* x, int team_bits, bool vectors, Sma
     const int32_t n = count / kPer;
     if (l.reduced_runs <= 1) {
       const In* p = first;
-      for (int32_t v = lane; v < n; v += team * kSmallLoads, p += step * kSmallLoads)
+      for (int32_t v = lane; v < n; v += team * kLoads, p += step * kLoads)
         vector_group(v, n, [&](int u, int32_t) { return reinterpret_cast<const uint4*>(p + u * step); });
     } else {  // the other runs through the index: (40, 256)[::2] of int16, all of it, 3.5 us a load at a time
-      for (int32_t v = lane; v < n; v += team * kSmallLoads)
+      for (int32_t v = lane; v < n; v += team * kLoads)
         vector_group(v, n, [&](int, int32_t w) {
           return reinterpret_cast<const uint4*>(base + small_offset(l.reduced, l.reduced_runs, w * kPer));
         });
     }
   } else if (l.reduced_runs <= 1) {  // one run: a stride
     const In* p = first;
-    for (int32_t j = lane; j < count; j += team * kSmallLoads, p += step * kSmallLoads)
+    for (int32_t j = lane; j < count; j += team * kLoads, p += step * kLoads)
       group(j, [&](int u, int32_t) { return p[u * step]; });
   } else {
-    for (int32_t j = lane; j < count; j += team * kSmallLoads)
+    for (int32_t j = lane; j < count; j += team * kLoads)
       group(j, [&](int, int32_t i) { return base[small_offset(l.reduced, l.reduced_runs, i)]; });
   }
   const int in_warp = team < 32 ? team : 32;
@@ -1337,7 +1340,12 @@ cudaError_t launch_step(const Step& s, const ReduceArgs& a) {
       if constexpr (!is_indexed_v<typename R::Op>) return launch_vector_step<R>(s, a);
       return cudaErrorInvalidValue;
     case Kernel::Small:
-      return launch(small_kernel<R>, result, x, s.team, s.flag, s.small);
+      switch (s.loads) {
+        case 2: return launch(small_kernel<R, 2>, result, x, s.team, s.flag, s.small);
+        case 4: return launch(small_kernel<R, 4>, result, x, s.team, s.flag, s.small);
+        case kSmallLoads: return launch(small_kernel<R, kSmallLoads>, result, x, s.team, s.flag, s.small);
+        default: return cudaErrorInvalidValue;
+      }
     case Kernel::Map:
       return launch(map_kernel<R>, x, l, sink);
     case Kernel::Rows:
