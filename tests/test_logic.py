@@ -141,11 +141,13 @@ def test_bytes_every_alignment(device, dtype):
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("dtype", (torch.bool, torch.uint8, torch.int8))
 def test_byte_columns_every_width_and_row_count(device, dtype):
-    """Columns of 1-byte inputs (counted in byte counters a group of 16 rows on the CPU): widths
-    around the 128-column blocks, row counts around the groups and the 256-row segments, every
-    byte value, dense and permuted layouts; exact against torch."""
+    """Columns of 1-byte inputs (on the CPU counted in byte counters a group of 16 rows, and any
+    and all OR-ed and AND-ed into the result in strips of 4096): widths around the 128-column
+    blocks and the strips, row counts around the groups and the 256-row segments, every byte
+    value, dense and permuted layouts; exact against torch."""
     gen, seed = fresh_generator(device)
-    for rows, width in ((1, 1), (3, 127), (16, 128), (17, 129), (40, 300), (255, 257), (257, 64), (600, 33)):
+    for rows, width in ((1, 1), (3, 127), (16, 128), (17, 129), (40, 300), (255, 257), (257, 64), (600, 33),
+                        (5, 4099)):
         base = torch.randint(0, 256, (rows, width), generator=gen, device=device).to(torch.uint8)
         base[torch.rand(rows, width, generator=gen, device=device) < 0.5] = 0
         base[:, :2] = 255  # every row non-zero (all: true) in the first two columns
