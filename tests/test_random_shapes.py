@@ -205,23 +205,6 @@ def test_explain_gives_the_kernels_a_call_launches():
 
 
 @cuda_only
-def test_transpose_tiles_of_half_a_tile_inner():
-    # Transposed short reductions whose inner run is 16 to 31 long: transpose tiles with idle
-    # lanes (each warp's load one L1 line), every dtype width, against torch.
-    gen, seed = fresh_generator("cuda")
-    for inner in (16, 17, 31):
-        for dtype in (torch.float32, torch.bfloat16, torch.int8, torch.float64):
-            base = torch.randn(32, 3, 512, inner, generator=gen, device="cuda").mul(20).to(dtype)
-            x = base.transpose(2, 3)
-            assert kernels(torch_reduce.explain(x, 1)) == ["transpose_tile_kernel"], (inner, dtype)
-            if dtype.is_floating_point:
-                torch.testing.assert_close(torch_reduce.sum(x, 1), x.sum(1), msg=lambda m: f"{inner} {dtype} seed {seed}: {m}")
-            else:
-                assert torch.equal(torch_reduce.sum(x, 1), x.sum(1)), (inner, dtype, seed)
-            assert torch.equal(torch_reduce.amax(x, 1), x.amax(1)), (inner, dtype, seed)
-
-
-@cuda_only
 def test_tiles_past_the_grid_along_b():
     # tile_kernel's grid stops at 65535 tiles along B; its blocks step over the rest: 600000
     # outputs along B, 8 a tile (sum and amax over the dim of 3 of a strided int8 view).

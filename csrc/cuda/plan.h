@@ -315,13 +315,10 @@ inline int64_t segments_per_row(int64_t outer, int64_t most, int64_t wave) {
 // input): tile_kernel's lanes then go along outer.
 inline bool tiles_transposed(const Layout3& l) { return l.out_inner != 1 && l.outer > 1 && l.outer_out(1) == 1; }
 
-// Short reductions of results transposed against the input, a tile of them at least each way
-// (half a tile along inner), the inner run contiguous: transpose_tile_kernel. Inner runs of 16
-// to 31 leave most of its lanes idle, but each warp's load is one L1 line; tile_kernel's lanes
-// along outer read a line each (sum over the dim of 3 of (64, 3, 768, 16).transpose(2, 3)
-// float32: 32 lines a load, 8.87 us in CUDA graphs, torch.compile 2.90; H200).
+// Short reductions of results transposed against the input, a tile of them at least each way,
+// the inner run contiguous: transpose_tile_kernel.
 inline bool transposable(const Layout3& l) {
-  return l.reduced <= kTileReduced && tiles_transposed(l) && l.in_inner == 1 && l.inner >= kTransposeTile / 2 &&
+  return l.reduced <= kTileReduced && tiles_transposed(l) && l.in_inner == 1 && l.inner >= kTransposeTile &&
          l.outer >= kTransposeTile;
 }
 
