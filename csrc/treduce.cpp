@@ -264,10 +264,6 @@ constexpr bool ignores_repeats(ReduceOp op) {
          op == ReduceOp::All || op == ReduceOp::Mean || op == ReduceOp::NanMean;
 }
 
-// Whether the projection takes the repeats into its value (ProjectArgs::repeats): the positions
-// of max and min over a dim, argmax and argmin are those of the first copy, read as they are.
-constexpr bool projects_repeats(ReduceOp op) { return !is_indexed(op) && !ignores_repeats(op); }
-
 // The result's shape, its allocation and the layout of the input, for every op.
 void plan_layout(Prepared& p, const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim) {
   const char* name = op_name(p.op);
@@ -340,10 +336,11 @@ void plan_layout(Prepared& p, const at::Tensor& self, at::OptionalIntArrayRef di
       if (p.out2.defined()) p.distinct2 = at::empty(distinct_shape, p.out2.options());
     }
   }
-  if (p.is_auto && (ignores_repeats(p.op) || projects_repeats(p.op))) {
+  if (p.is_auto && !is_indexed(p.op)) {
     // An expanded reduced dim (stride 0) repeats the same elements r times, which leaves the
     // extrema, any, all and the means as they are, and the others' projections take r into
-    // account (a sum's r-fold): it is not read. (mean((1, 256) expanded to 49152 rows, 0) read
+    // account (ProjectArgs::repeats, a sum's r-fold): it is not read. (The positions of max and
+    // min over a dim, argmax and argmin are the first copy's: read as they are.) (mean((1, 256) expanded to 49152 rows, 0) read
     // one element 49152 times a result; std over (128, 1) expanded to 14336 along dim 1 read
     // 14336 copies of each element, 0.22x torch.compile's speed.)
     int64_t kept = 0, repeats = 1;
@@ -352,7 +349,7 @@ void plan_layout(Prepared& p, const at::Tensor& self, at::OptionalIntArrayRef di
       else repeats *= d.size;
     }
     infos.resize(kept);
-    if (projects_repeats(p.op)) p.project.repeats = repeats;
+    if (!ignores_repeats(p.op)) p.project.repeats = repeats;
   }
   // Any strides fold without a copy (layout.h), but for more kept runs than an outer index takes,
   // or several reduced runs where partials cannot be combined (exact, the ladder): then a
