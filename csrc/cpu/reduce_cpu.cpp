@@ -675,26 +675,10 @@ template <class In, class Mid, class Op, int64_t kB>
   for (int64_t b = 0; b < rest; ++b) acc[b] = Op::combine(acc[b], lo[b]);
 }
 
-// Columns (inner > 1): a task owns a strip of up to kWidth adjacent outputs of one outer index
-// (16 KB of accumulators; each row of the strip a contiguous read when the inner run is) and one
-// segment of kSegment rows of the reduced dim, added as a cascade: 16 rows into a first level,
-// the 16 of those into a second. Segments (a fixed split, whatever the thread count) are then
-// combined pairwise in order. (4096, 4096) float32 over dim 0, one thread, against torch.sum:
-// 0.4x with strips of 256 outputs walking all 4096 rows; strips of 1, 4, 8, 16 and 32 KB of
-// float32 then 0.36x, 0.84x, 1.0x, 1.1-1.4x, 1.5x (each row's read is a strip: short reads
-// waste the prefetcher's ramp).
-// any and all of 1-byte columns whose results are contiguous bytes (bool, or uint8 for uint8
-// inputs): each strip's truth values OR-ed (any) or AND-ed (all) over the rows in the result
-// itself, a byte an output. Through counters (below) the int64 accumulators and their
-// projection were most of the time: any over dim 0 of (1025, 16, 3072).permute(1, 0, 2) uint8,
-// 2 threads, 3716 us against torch's 1389-1632. Strips narrow down to 2048 outputs to give
-// every thread a task; where that is still too few tasks (long columns of few outputs), false:
-// the counters' path splits the rows instead (strips of 256 bytes down all 4096 rows of (4096,
-// 4096) uint8 on 16 threads took 499 us, torch 184).
 // One strip: r[j] = any (or all) of rows[k][j] != 0 over k < rows. Groups of 16 rows walked
 // across the strip 64 outputs at a time (16 sequential streams, as the counters below), each
 // block's truth values in a local array that the compiler keeps in vector registers. Rows one
-// at a time into the result (no local block) ran the permuted case above at 0.75-0.83x torch's
+// at a time into the result (no local block) ran the permuted case below at 0.75-0.83x torch's
 // speed on 2 threads; a block down all of a column's rows before the next walked (4096, 4096)
 // 64 bytes a row, 0.85x.
 template <bool kAny, class In>
@@ -708,28 +692,32 @@ void byte_logic_strip(const In* x, int64_t stride, int64_t rows, int64_t width, 
       std::fill(acc, acc + kBlock, uint8_t(kAny ? 0 : 1));
       if (k0 > 0) std::memcpy(acc, r + j0, size_t(n));
       const In* first = x + k0 * stride + j0;
-      if (n == kBlock) {
+      // The group's rows into acc[0, cols): a constant count for whole blocks, so that the loop
+      // over them is unrolled into vector operations.
+      const auto rows_into = [&](auto cols) {
         for (int64_t k = 0; k < group; ++k) {
           const In* row = first + k * stride;
-          for (int64_t j = 0; j < kBlock; ++j) {
+          for (int64_t j = 0; j < int64_t(cols); ++j) {
             if constexpr (kAny) acc[j] |= uint8_t(row[j] != In(0));
             else acc[j] &= uint8_t(row[j] != In(0));
           }
         }
-      } else {
-        for (int64_t k = 0; k < group; ++k) {
-          const In* row = first + k * stride;
-          for (int64_t j = 0; j < n; ++j) {
-            if constexpr (kAny) acc[j] |= uint8_t(row[j] != In(0));
-            else acc[j] &= uint8_t(row[j] != In(0));
-          }
-        }
-      }
+      };
+      if (n == kBlock) rows_into(std::integral_constant<int64_t, kBlock>{});
+      else rows_into(n);
       std::memcpy(r + j0, acc, size_t(n));
     }
   }
 }
 
+// any and all of 1-byte columns whose results are contiguous bytes (bool, or uint8 for uint8
+// inputs): each strip's truth values OR-ed (any) or AND-ed (all) over the rows in the result
+// itself, a byte an output. Through counters (below) the int64 accumulators and their
+// projection were most of the time: any over dim 0 of (1025, 16, 3072).permute(1, 0, 2) uint8,
+// 2 threads, 3716 us against torch's 1389-1632. Strips narrow down to 2048 outputs to give
+// every thread a task; where that is still too few tasks (long columns of few outputs), false:
+// the counters' path splits the rows instead (strips of 256 bytes down all 4096 rows of (4096,
+// 4096) uint8 on 16 threads took 499 us, torch 184).
 template <class In>
 bool byte_logic_columns(const In* x, const Layout3& l, bool any, uint8_t* out) {
   int64_t strip = 4096;
@@ -753,6 +741,14 @@ bool byte_logic_columns(const In* x, const Layout3& l, bool any, uint8_t* out) {
   return true;
 }
 
+// Columns (inner > 1): a task owns a strip of up to kWidth adjacent outputs of one outer index
+// (16 KB of accumulators; each row of the strip a contiguous read when the inner run is) and one
+// segment of kSegment rows of the reduced dim, added as a cascade: 16 rows into a first level,
+// the 16 of those into a second. Segments (a fixed split, whatever the thread count) are then
+// combined pairwise in order. (4096, 4096) float32 over dim 0, one thread, against torch.sum:
+// 0.4x with strips of 256 outputs walking all 4096 rows; strips of 1, 4, 8, 16 and 32 KB of
+// float32 then 0.36x, 0.84x, 1.0x, 1.1-1.4x, 1.5x (each row's read is a strip: short reads
+// waste the prefetcher's ramp).
 template <class In, class Mid, class Op>
 void reduce_columns(const In* x, const Layout3& l, const Sink& out) {
   using Acc = typename Op::acc_t;
