@@ -242,16 +242,18 @@ def test_narrow_column_sums_in_the_cascade_order(dtype):
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int32,
                                    torch.int8, torch.int64], ids=str)
 def test_column_extrema_of_few_rows(dtype):
-    """amax and amin over the middle dim through sum_simd's extremum_columns_to (into the results
-    themselves where the result dtype is the accumulator's, else into the accumulators): rows of
-    1, 2, 3, 7, 8, 16, 17, 20, 40 (rows of 4 KB: groups of 16) and past a segment (300, 513), widths under a vector, off its multiples
+    """amax, amin and aminmax over the middle dim through sum_simd's extremum_columns_to (into the
+    results themselves where the result dtype is the accumulator's, else into the accumulators):
+    rows of 1, 2, 3, 7, 8, 16, 17, 20, 40 (rows of 4 KB: groups of 16) and past a segment (300,
+    513), widths under a vector (its padded copy taken 16 rows at a time), off its multiples
     (the last vector overlapping the one before), a strip and more; NaN (any row, the last row,
     a column's only element), infinities; a transposed input whose results are not contiguous in
     the strip. Extrema round nothing: equal to torch's, NaN where torch's is."""
     gen, seed = fresh_generator("cpu")
     floating = dtype.is_floating_point
     for outer, rows, width in ((3, 1, 37), (5, 2, 7), (2, 3, 5120), (4, 7, 9), (3, 8, 1024), (2, 16, 33), (3, 17, 8),
-                               (2, 300, 31), (1, 513, 70), (6, 3, 1), (4, 2, 2), (2, 5, 4097), (2, 40, 1030), (2, 20, 2053), (2, 20, 4101)):
+                               (2, 300, 31), (1, 513, 70), (6, 3, 1), (4, 2, 2), (2, 5, 4097), (2, 40, 1030), (2, 20, 2053), (2, 20, 4101),
+                               (3, 17, 5), (2, 40, 3), (2, 300, 6)):
         if floating:
             x = (torch.randn(outer, rows, width, generator=gen) * 100).to(dtype)
             flat = x.view(-1)
@@ -270,6 +272,31 @@ def test_column_extrema_of_few_rows(dtype):
                 assert got.dtype == want.dtype and got.shape == want.shape
                 torch.testing.assert_close(got, want, rtol=0, atol=0, equal_nan=True,
                                            msg=lambda m: f"{op} {what} {outer}x{rows}x{width} seed {seed}: {m}")
+            if dtype not in (torch.float16, torch.bfloat16) or width < 16:  # (a few cases of each)
+                got, want = torch_reduce.aminmax(data, dim=1), torch.aminmax(data, dim=1)
+                for g, w in zip(got, want):
+                    torch.testing.assert_close(g, w, rtol=0, atol=0, equal_nan=True,
+                                               msg=lambda m: f"aminmax {what} {outer}x{rows}x{width} seed {seed}: {m}")
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16], ids=str)
+def test_logsumexp_narrow_columns(dtype):
+    """logsumexp over the middle dim of narrow columns (sum_simd's exp_sum_columns: the last
+    columns, under a vector, through a padded copy; on the stack up to 64 rows, on the heap past
+    them), against float64 torch: at most 256 exps a segment, each within 2u, summed in order then
+    combined, relative error well under 300u of the accumulator (float32), then the result's
+    rounding."""
+    gen, seed = fresh_generator("cpu")
+    u, out_u = UNIT_ROUNDOFF[torch.float32], UNIT_ROUNDOFF[dtype]
+    for outer, rows, width in ((5, 3, 5), (3, 64, 3), (3, 65, 9), (2, 300, 6), (4, 17, 1)):
+        x = (torch.randn(outer, rows, width, generator=gen) * 4).to(dtype)
+        x[0, rows // 2, 0] = float("-inf")
+        got = torch_reduce.logsumexp(x, 1)
+        want = torch.logsumexp(x.double(), 1)
+        assert got.dtype == dtype and got.shape == want.shape
+        bound = (300 * u + out_u) * want.abs() + 300 * u
+        err = (got.double() - want).abs()
+        assert bool((err <= bound).all()), f"{outer}x{rows}x{width} seed {seed}: worst {float((err - bound).max())}"
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16, torch.bfloat16], ids=str)
