@@ -4,6 +4,8 @@ real-model-like cases of benchmarks/random_shapes.py at small sizes, every resul
 is one) the GPU."""
 
 import json
+import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -11,7 +13,7 @@ import pytest
 import torch
 
 import torch_reduce
-from util import DEVICES, cuda_only, fresh_generator
+from util import DEVICES, UNIT_ROUNDOFF, cuda_only, fresh_generator
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 import random_shapes  # noqa: E402
@@ -202,6 +204,94 @@ def test_explain_gives_the_kernels_a_call_launches():
     assert torch_reduce.explain(x, 3, "amax") == torch_reduce.explain(x, 3, "amax")
     with pytest.raises(ValueError, match="unknown op"):
         torch_reduce.explain(x, 3, "median")
+
+
+@cuda_only
+def test_transposed_short_reductions_of_short_inner_runs():
+    # Transposed short reductions (results transposed against the input) whose inner runs are
+    # 16 to 31 long (tile_kernel, or transpose tiles with Tuning::transpose_least_inner 16: the
+    # test below) and 64 (transpose tiles); every dtype width, against torch (integers and
+    # extrema exact; float sums against float64: n * u * sum|x| for the float32 accumulation,
+    # then the result's rounding); argmax's first position among ties (int8 has many).
+    gen, seed = fresh_generator("cuda")
+    for inner in (16, 17, 31, 64):
+        for reduced in (2, 3, 5, 16):
+            for dtype in (torch.float32, torch.bfloat16, torch.int8, torch.float64):
+                x = torch.randn(32, reduced, 256, inner, generator=gen, device="cuda").mul(20).to(dtype).transpose(2, 3)
+                where = (inner, reduced, dtype, seed)
+                if inner == 64:
+                    assert kernels(torch_reduce.explain(x, 1)) == ["transpose_tile_kernel"], where
+                got = torch_reduce.sum(x, 1)
+                if dtype.is_floating_point:
+                    want = x.double().sum(1)
+                    u = UNIT_ROUNDOFF[torch.float64 if dtype == torch.float64 else torch.float32]
+                    bound = reduced * u * x.double().abs().sum(1) + UNIT_ROUNDOFF[dtype] * want.abs()
+                    assert got.dtype == dtype and bool(((got.double() - want).abs() <= bound).all()), where
+                else:
+                    assert torch.equal(got, x.sum(1)), where
+                assert torch.equal(torch_reduce.amax(x, 1), x.amax(1)), where
+                assert torch.equal(torch_reduce.argmax(x, 1), x.argmax(1)), where
+
+
+@cuda_only
+def test_transposed_columns_of_a_few_elements_along_the_result():
+    # Reductions over a long dim of columns 2 or 3 elements wide whose results are transposed
+    # against the input (layout.h's columns_in_result_order): the result-contiguous run becomes
+    # inner. Every op kind against torch: integers, extrema and positions exact (ties among
+    # int16's small values), float sums against float64 (n * u * sum|x|, then the result's
+    # rounding), var against float64.
+    gen, seed = fresh_generator("cuda")
+    for width in (2, 3):
+        for rows in (40, 96):
+            base = torch.randn(2, rows, 1000, width, generator=gen, device="cuda").mul(4)
+            for dtype in (torch.int16, torch.float32, torch.bfloat16):
+                x = base.to(dtype).transpose(3, 1)
+                where = (width, rows, dtype, seed)
+                plan = torch_reduce.explain(x, 3)["plan"]["steps"][0]
+                assert plan["kernel"] == "columns_kernel", (where, plan)
+                for op in ("any", "amax", "argmin"):
+                    assert torch.equal(getattr(torch_reduce, op)(x, 3), getattr(torch, op)(x, 3)), (op, where)
+                got = torch_reduce.sum(x, 3)
+                if dtype.is_floating_point:
+                    want = x.double().sum(3)
+                    bound = rows * UNIT_ROUNDOFF[torch.float32] * x.double().abs().sum(3) + UNIT_ROUNDOFF[dtype] * want.abs()
+                    assert bool(((got.double() - want).abs() <= bound).all()), where
+                    torch.testing.assert_close(torch_reduce.var(x, 3).double(), x.double().var(3),
+                                               rtol=4 * rows * UNIT_ROUNDOFF[torch.float32] + 2 * UNIT_ROUNDOFF[dtype], atol=1e-6,
+                                               msg=lambda m: f"{where}: {m}")
+                else:
+                    assert torch.equal(got, x.sum(3)), where
+
+
+@cuda_only
+def test_tuning_line_from_the_environment():
+    # TREDUCE_TUNING changes the planner's table for the process (trials without a rebuild); a
+    # line that does not parse is reported and ignored. Under a line, the plans it gives are
+    # checked against torch too (transpose tiles from inner runs of 16, tiles for small slabs).
+    code = """
+import torch, torch_reduce
+x = torch.ones(4, 3, device='cuda')
+t = torch.randn(32, 3, 256, 16, device='cuda').transpose(2, 3)
+r = torch.randn(96000, 7, device='cuda').to(torch.bfloat16)
+assert torch.equal(torch_reduce.amax(t, 1), t.amax(1)) and torch.equal(torch_reduce.argmin(t, 1), t.argmin(1))
+assert torch.equal(torch_reduce.amax(r, 1), r.amax(1)) and torch.equal(torch_reduce.argmax(r, 1), r.argmax(1))
+print(*(torch_reduce.explain(v, 1)['plan']['steps'][0]['kernel'] for v in (x, t, r)))
+"""
+
+    def kernels_with(line):
+        env = dict(os.environ)
+        env.pop("TREDUCE_TUNING", None)
+        if line is not None:
+            env["TREDUCE_TUNING"] = line
+        r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stderr
+        return r.stdout.split(), r.stderr
+
+    assert kernels_with(None)[0] == ["small_kernel", "tile_kernel", "slab_kernel"]
+    got = kernels_with("small_elements=1,small_most=1,transpose_least_inner=16,slabs_least_bytes=4194304")[0]
+    assert got[0] != "small_kernel" and got[1:] == ["transpose_tile_kernel", "tile_kernel"], got
+    got, err = kernels_with("small_elements=none")
+    assert got[0] == "small_kernel" and "TREDUCE_TUNING" in err
 
 
 @cuda_only

@@ -10,6 +10,9 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <iterator>
 #include <string>
 #include <utility>
 
@@ -118,8 +121,9 @@ struct Tuning {
   // than three, (65536, 128) float32 over dim 0 8.68 -> 8.20 us; four were slower).
   int64_t columns_blocks_per_sm = 2;
   // Small columns of 32 to 8 * kColumnsMaxY rows and up to 2^19 elements: an output a thread, one
-  // pass (H200, logsumexp over dim 0 of (128, 3584) bfloat16 3.53 -> 2.28 us).
-  int64_t small_columns_most = int64_t(1) << 19;
+  // pass (H200, logsumexp over dim 0 of (128, 3584) bfloat16 3.53 -> 2.28 us), threads down
+  // each column until a thread has at most small_columns_per_thread rows (4: a round of loads).
+  int64_t small_columns_most = int64_t(1) << 19, small_columns_per_thread = 4;
   // A few results interleaved in one long run, read as rows of k results (fold_interleaved):
   // from 4 MiB, rows of at least 1024 bytes, at least 256 rows left (H200, mean over dims 0-1
   // of (2048, 4096, 7) float32 123 -> 61.8 us; nansum of (8192, 7, 8) bfloat16, 0.9 MB, lost).
@@ -127,11 +131,94 @@ struct Tuning {
   // Full sums of few tiles in quarter blocks while 4 * tiles <= multiprocessors (H100, bfloat16
   // 2^18 2.58 -> 2.10 us in graphs; two a multiprocessor lost cold).
   int64_t quarter_tiles_per_sm = 1;
+  // Dense slabs (slab_kernel) from this many bytes of input; smaller short reductions go to
+  // tile_kernel, whose threads hold their outputs' elements in registers (no pass through
+  // shared memory), where it can take them. 1: slabs always. (H200, hot: from 2 MB, rows of 7
+  // bfloat16 took 2.90 -> 1.53 us, rows of 12 float32 2.19 -> 2.38; from 8 MB narrow columns
+  // also went to tiles and lost 2x. benchmarks/NOTES.md, 2026-11-30.)
+  int64_t slabs_least_bytes = 1;
+  // Transposed short reductions go to transpose_tile_kernel from inner runs this long (a tile is
+  // 32 wide). From 16, H200, hot, us: float32 gained (sum over the dim of 3 of (64, 3, 768,
+  // 16).transpose(2, 3) 8.87 -> 6.89, std of inner 20 253 -> 210), but 1- and 2-byte inputs,
+  // read as words of 4, left most lanes idle (amax bfloat16 inner 24 150 -> 376, int8 sum
+  // inner 31 84 -> 203).
+  int64_t transpose_least_inner = 32;
 };
 
 // Measured on the H100 and H200 (sm_90); other architectures take the same until measured.
 inline constexpr Tuning kTuningSm90{};
-inline const Tuning& tuning_for(int /*cc_major*/) { return kTuningSm90; }
+
+// The table's names, for trials of other values without a rebuild: TREDUCE_TUNING="name=value,
+// ..." in the environment, read once per process (tuning_for). Plans stay deterministic: the
+// same line gives the same plans.
+struct TuningField {
+  const char* name;
+  int64_t Tuning::*field;
+};
+inline constexpr TuningField kTuningFields[] = {
+    {"small_elements", &Tuning::small_elements},
+    {"small_count", &Tuning::small_count},
+    {"small_rows_outputs", &Tuning::small_rows_outputs},
+    {"small_rows_count", &Tuning::small_rows_count},
+    {"small_columns_rows", &Tuning::small_columns_rows},
+    {"small_columns_outputs", &Tuning::small_columns_outputs},
+    {"small_most", &Tuning::small_most},
+    {"small_passes_outputs", &Tuning::small_passes_outputs},
+    {"small_passes_count", &Tuning::small_passes_count},
+    {"small_passes_rows", &Tuning::small_passes_rows},
+    {"rows_team_loads", &Tuning::rows_team_loads},
+    {"rows_ragged_loads", &Tuning::rows_ragged_loads},
+    {"rows_ragged_per_sm", &Tuning::rows_ragged_per_sm},
+    {"rows_block_loads", &Tuning::rows_block_loads},
+    {"rows_segment_waves", &Tuning::rows_segment_waves},
+    {"columns_blocks_per_sm", &Tuning::columns_blocks_per_sm},
+    {"small_columns_most", &Tuning::small_columns_most},
+    {"small_columns_per_thread", &Tuning::small_columns_per_thread},
+    {"interleaved_bytes", &Tuning::interleaved_bytes},
+    {"interleaved_row_bytes", &Tuning::interleaved_row_bytes},
+    {"interleaved_rows", &Tuning::interleaved_rows},
+    {"quarter_tiles_per_sm", &Tuning::quarter_tiles_per_sm},
+    {"slabs_least_bytes", &Tuning::slabs_least_bytes},
+    {"transpose_least_inner", &Tuning::transpose_least_inner},
+};
+
+// Applies "name=value,name=value" to `t`; false (and `t` as it was) on an unknown name, a value
+// that is not a positive integer, or a malformed entry.
+inline bool apply_tuning(const std::string& line, Tuning* t) {
+  Tuning n = *t;
+  size_t at = 0;
+  while (at < line.size()) {
+    const size_t end = std::min(line.find(',', at), line.size());
+    const std::string entry = line.substr(at, end - at);
+    at = end + 1;
+    if (entry.empty()) continue;
+    const size_t eq = entry.find('=');
+    if (eq == std::string::npos || eq + 1 == entry.size()) return false;
+    const std::string name = entry.substr(0, eq), value = entry.substr(eq + 1);
+    if (value.find_first_not_of("0123456789") != std::string::npos || value.size() > 18) return false;
+    const int64_t v = std::stoll(value);
+    if (v <= 0) return false;
+    const TuningField* f = std::find_if(std::begin(kTuningFields), std::end(kTuningFields),
+                                        [&](const TuningField& k) { return name == k.name; });
+    if (f == std::end(kTuningFields)) return false;
+    n.*(f->field) = v;
+  }
+  *t = n;
+  return true;
+}
+
+// The table of a device (its compute capability's major), with TREDUCE_TUNING applied; a line
+// that does not parse is reported once on stderr and ignored.
+inline const Tuning& tuning_for(int /*cc_major*/) {
+  static const Tuning tuning = [] {
+    Tuning t = kTuningSm90;
+    const char* line = std::getenv("TREDUCE_TUNING");
+    if (line != nullptr && !apply_tuning(line, &t))
+      std::fprintf(stderr, "torch_reduce: TREDUCE_TUNING=\"%s\" ignored (name=value,... of plan.h's Tuning)\n", line);
+    return t;
+  }();
+  return tuning;
+}
 
 // ---------------------------------------------------------------------------------------------
 // The inputs of a plan.
@@ -315,10 +402,11 @@ inline int64_t segments_per_row(int64_t outer, int64_t most, int64_t wave) {
 // input): tile_kernel's lanes then go along outer.
 inline bool tiles_transposed(const Layout3& l) { return l.out_inner != 1 && l.outer > 1 && l.outer_out(1) == 1; }
 
-// Short reductions of results transposed against the input, a tile of them at least each way,
-// the inner run contiguous: transpose_tile_kernel.
-inline bool transposable(const Layout3& l) {
-  return l.reduced <= kTileReduced && tiles_transposed(l) && l.in_inner == 1 && l.inner >= kTransposeTile &&
+// Short reductions of results transposed against the input, a tile of them at least each way
+// (least_inner along inner: Tuning::transpose_least_inner), the inner run contiguous:
+// transpose_tile_kernel.
+inline bool transposable(const Layout3& l, int64_t least_inner) {
+  return l.reduced <= kTileReduced && tiles_transposed(l) && l.in_inner == 1 && l.inner >= least_inner &&
          l.outer >= kTransposeTile;
 }
 

@@ -10,8 +10,8 @@ namespace planning {
 
 class Planner {
  public:
-  Planner(const Device& d, const OpTraits& t, const PlanInput& in, Plan& p)
-      : d_(d), t_(t), k_(tuning_for(d.cc_major)), in_(in), p_(p) {}
+  Planner(const Device& d, const OpTraits& t, const Tuning& k, const PlanInput& in, Plan& p)
+      : d_(d), t_(t), k_(k), in_(in), p_(p) {}
 
   void reduce() {
     const Layout3& l = in_.layout;
@@ -276,7 +276,7 @@ class Planner {
     const int64_t whole_loads = whole_rows_loads(l);
     if (l.reduced <= kTileReduced && whole_loads == 0) {
       SlabShape slabs;
-      if (slab_shape(l, &slabs) && (slabs.linear || tile_word(l) == 0)) return slabs_step(l, slabs, to);
+      if (slab_shape(l, &slabs) && (slabs.linear || tile_word(l) == 0) && slabs_pay(l)) return slabs_step(l, slabs, to);
       return tiles(l, to);
     }
     // Whole rows of 1 to 64 vectors of floats: a thread a row up to 2 vectors, two loads a lane
@@ -363,7 +363,7 @@ class Planner {
   // run, a tile of each at least: transpose_tile_kernel, whole words of V elements where every
   // row's start is aligned to them.
   int64_t tiles(const Layout3& l, int64_t to) {
-    if (transposable(l)) {
+    if (transposable(l, k_.transpose_least_inner)) {
       const int64_t V = transpose_vector(t_.in_bytes, t_.acc_bytes);
       const int64_t inner_tiles = ceil_div(l.inner, kTransposeTile * V);
       const int64_t blocks = inner_tiles * ceil_div(l.outer, int64_t(kTransposeTile));
@@ -452,6 +452,9 @@ class Planner {
     return true;
   }
 
+  // Whether the input is large enough for slabs (Tuning::slabs_least_bytes).
+  bool slabs_pay(const Layout3& l) const { return l.outer * l.reduced * l.inner * t_.in_bytes >= k_.slabs_least_bytes; }
+
   int64_t slabs_step(const Layout3& l, const SlabShape& slabs, int64_t to) {
     const int64_t blocks = ceil_div(l.outer, slabs.slabs);
     if (blocks > kMaxGridX) p_.invalid = true;
@@ -528,12 +531,15 @@ class Planner {
     return c;
   }
 
-  // Small columns: an output a thread, about 8 rows a thread down (Y = rows / 8, 4 to 32), one
-  // pass.
-  static ColumnsShape small_columns_shape(const Layout3& l) {
+  // Small columns: an output a thread, Y threads down (4 to 32) until each has at most
+  // Tuning::small_columns_per_thread rows, one pass. In CUDA graphs the input is in L2 and
+  // each round of loads a thread waits for is a round trip: 8 to 16 rows a thread made 2 to 4
+  // (sum over dim 0 of (56, 28, 64) float16, 4 threads down 14 rows: 2.04 us; 16 down, 3.5
+  // rows, 1.68; torch.compile 1.63; H200).
+  ColumnsShape small_columns_shape(const Layout3& l) const {
     ColumnsShape c{};
     c.Y = 4;
-    while (c.Y < kColumnsMaxY && 16 * c.Y <= l.reduced) c.Y *= 2;
+    while (c.Y < kColumnsMaxY && k_.small_columns_per_thread * c.Y < l.reduced) c.Y *= 2;
     c.X = kColumnsBlock / c.Y;
     c.whole = l.inner;
     c.column_blocks = ceil_div(l.inner, int64_t(c.X));
@@ -588,6 +594,9 @@ class Planner {
     // run not the last outer digit: that run last (layout.h), so that tiles go along the result.
     Layout3 ordered;
     if (l.reduced <= kTileReduced && outer_in_result_order(l, &ordered)) return layout(ordered, to, ws);
+    // Longer columns of a few elements, transposed likewise: their result-contiguous outer run
+    // as inner (layout.h), read across rows in memory order.
+    if (l.reduced > kTileReduced && columns_in_result_order(l, t_.in_bytes, &ordered)) return layout(ordered, to, ws);
     // A map along inner, from a block's elements a row.
     const int64_t map_blocks = ceil_div(l.inner, int64_t(kMapBlock * kMapLoads));
     if (l.reduced == 1 && l.combine == 1 && l.in_inner == 1 && l.out_inner == 1 && l.inner >= kMapBlock * kMapLoads &&
@@ -619,20 +628,24 @@ class Planner {
     // rows the columns kernel's threads across mostly do not reach.
     SlabShape slabs;
     const bool dense = slab_shape(l, &slabs);
-    if (dense && l.inner * t_.in_bytes < 128) return slabs_step(l, slabs, to);
+    if (dense && l.inner * t_.in_bytes < 128) {
+      if (slabs_pay(l) || l.reduced > kTileReduced) return slabs_step(l, slabs, to);
+      return tiles(l, to);
+    }
     // Short reductions of results transposed against the input, a tile of them at least each
     // way: transpose_tile_kernel, dense or not. Slabs store such results one by one, far apart
     // (var over the dim of 3 of a channels_last (112, 32, 197, 3) float32: 16.7 us in slabs,
     // torch.compile 3.1).
-    if (transposable(l)) return tiles(l, to);
+    if (transposable(l, k_.transpose_least_inner)) return tiles(l, to);
     // Also short columns whose V outputs a thread hold 64 bytes of accumulators or more
     // (positions' 16 bytes, min-max pairs of 2-byte inputs): the columns kernel parks them in
     // shared memory and ran at an eighth of DRAM's peak (in CUDA graphs, H200, us: argmax over
     // dim 1 of (49152, 7, 128, 2) int16 450 -> 107 in slabs, torch 186; aminmax over dim 1 of
     // (2048, 3, 512) float16 10.5 -> 5.9).
-    if (dense && l.reduced <= kTileReduced && t_.acc_bytes * kV >= 64) return slabs_step(l, slabs, to);
+    if (dense && l.reduced <= kTileReduced && t_.acc_bytes * kV >= 64)
+      return slabs_pay(l) ? slabs_step(l, slabs, to) : tiles(l, to);
     // Small columns of 32 to 256 rows: an output a thread, so as many blocks as outputs allow,
-    // and about 8 rows a thread down (Y = rows / 8 up to 32), no split. The shapes below gave
+    // and a round of loads a thread down (small_columns_shape), no split. The shapes below gave
     // 2-byte inputs 8 outputs a thread and 32 threads down a column, a few dozen blocks each
     // combining 32 rows of each output (in CUDA graphs, H200, us: logsumexp over dim 0 of (128,
     // 3584) bfloat16 3.53 -> 2.28, std of (64, 3072) float16 3.04 -> 2.09, amax of (96, 4608)
@@ -641,11 +654,11 @@ class Planner {
       return columns(l, small_columns_shape(l), 1, 4, to, ws);
     if (!vectors) {
       const ColumnsShape one = columns_shape(l, 1, kColumnsBlock, deeper);
-      if (short_tiles(one, 1)) return dense ? slabs_step(l, slabs, to) : tiles(l, to);
+      if (short_tiles(one, 1)) return dense && slabs_pay(l) ? slabs_step(l, slabs, to) : tiles(l, to);
       return columns(l, one, 1, 4, to, ws);
     }
     const ColumnsShape wide = columns_shape(l, kV, kColumnsBlock, deeper);
-    if (short_tiles(wide, kV)) return dense ? slabs_step(l, slabs, to) : tiles(l, to);
+    if (short_tiles(wide, kV)) return dense && slabs_pay(l) ? slabs_step(l, slabs, to) : tiles(l, to);
     // Few outputs of a 2-byte type: 16-byte vectors give 8 outputs a thread, so few threads
     // across that 16 go down each column and a 4-level tree combines them. 8-byte vectors,
     // blocks of kNarrowBlock threads and 8 loads in flight fill the device with Y <= 8 instead.
@@ -716,11 +729,17 @@ class Planner {
 
 }  // namespace planning
 
-// The plan for `in`: what launch_reduce enqueues (kernels/dims.cuh launches it step by step).
-inline Plan plan_reduce(const Device& d, const OpTraits& t, const PlanInput& in) {
+// The plan for `in` under a tuning table (tests try other values)...
+inline Plan plan_reduce(const Device& d, const OpTraits& t, const PlanInput& in, const Tuning& k) {
   Plan p;
-  planning::Planner(d, t, in, p).reduce();
+  planning::Planner(d, t, k, in, p).reduce();
   return p;
+}
+
+// ... and under the device's: what launch_reduce enqueues (kernels/dims.cuh launches it step by
+// step).
+inline Plan plan_reduce(const Device& d, const OpTraits& t, const PlanInput& in) {
+  return plan_reduce(d, t, in, tuning_for(d.cc_major));
 }
 
 }  // namespace treduce::cuda

@@ -246,6 +246,56 @@ void check_plans() {
   // ... and not where each thread keeps several rows: 12 rows, Y = 4 (float32 sums).
   p = plan_of({12, 128256}, {128256, 1}, {0});
   expect(kernels(p) == "columns_kernel" && p.step[0].block[1] == 4, "plan: (12, 128256) over dim 0 is columns: " + kernels(p));
+  // Transposed short reductions whose inner run is half a tile (sum over the dim of 3 of (64, 3,
+  // 768, 16).transpose(2, 3)): tile_kernel, or transpose tiles from inner runs of 16
+  // (Tuning::transpose_least_inner), 49152 outer indexes in 1536 tiles of 32.
+  const PlanInput half_tile = plan_input({64, 3, 16, 768}, {36864, 12288, 1, 16}, {1});
+  p = plan_reduce(h100, f32_sum, half_tile);
+  expect(kernels(p) == "tile_kernel", "plan: a transposed reduction of inner runs of 16 is tiles: " + kernels(p));
+  Tuning from16;
+  from16.transpose_least_inner = 16;
+  p = plan_reduce(h100, f32_sum, half_tile, from16);
+  expect(kernels(p) == "transpose_tile_kernel" && p.step[0].grid[0] == 1536 && p.step[0].inner_tiles == 1,
+         "plan: ... transpose tiles from inner runs of 16: " + kernels(p));
+  // Short rows of a small input: slabs, or tiles under Tuning::slabs_least_bytes (96000 rows of 7
+  // float32, 2.7 MB).
+  const PlanInput rows7 = plan_input({96000, 7}, {7, 1}, {1});
+  p = plan_reduce(h100, f32_sum, rows7);
+  expect(kernels(p) == "slab_kernel", "plan: rows of 7 are slabs: " + kernels(p));
+  Tuning slabs_from_4mb;
+  slabs_from_4mb.slabs_least_bytes = 4 << 20;
+  p = plan_reduce(h100, f32_sum, rows7, slabs_from_4mb);
+  expect(kernels(p) == "tile_kernel" && p.step[0].a_is_outer, "plan: ... tiles under 4 MB of input: " + kernels(p));
+  // Small columns: threads down until each has at most 4 rows (56 rows: 16 down, 3.5 rows each).
+  p = plan_of({56, 1792}, {1792, 1}, {0});
+  expect(kernels(p) == "columns_kernel" && p.step[0].block[1] == 16 && p.step[0].block[0] == 16 &&
+             p.step[0].grid[0] == 112 && p.step[0].grid[1] == 1,
+         "plan: (56, 1792) over dim 0 is small columns, 16 threads down: " + plan_json(p));
+  // The tuning table's trial line (TREDUCE_TUNING): names and positive integers, else nothing
+  // applied.
+  Tuning t;
+  expect(apply_tuning("small_elements=7,columns_blocks_per_sm=3", &t) && t.small_elements == 7 &&
+             t.columns_blocks_per_sm == 3 && t.small_count == Tuning{}.small_count,
+         "tuning: a line of two entries sets those two fields");
+  for (const char* bad : {"small_elements=0", "no_such_field=4", "small_elements", "small_elements=-3",
+                          "small_elements=4x", "rows_team_loads=1,small_elements=", "small_elements=99999999999999999999"}) {
+    Tuning u;
+    u.small_count = 5;
+    expect(!apply_tuning(bad, &u) && u.small_count == 5 && u.small_elements == Tuning{}.small_elements,
+           std::string("tuning: a bad line is refused whole: ") + bad);
+  }
+  expect(sizeof(kTuningFields) / sizeof(kTuningFields[0]) * sizeof(int64_t) == sizeof(Tuning),
+         "tuning: every field of the table has its name");
+  // Columns of 2 elements whose results are transposed, 96 rows apart in memory (any over dim 3
+  // of (2, 96, 32064, 2).transpose(3, 1) int16): the result-contiguous run (32064, 2 elements
+  // apart) as inner, the old inner an outer digit.
+  OpTraits i16_any;
+  i16_any.in_bytes = 2, i16_any.acc_bytes = 1;
+  p = plan_reduce(h100, i16_any, plan_input({2, 2, 32064, 96}, {6156288, 1, 2, 64128}, {3}));
+  expect(p.steps >= 1 && kernel_name(p.step[0].kernel) == std::string("columns_kernel") &&
+             p.step[0].layout.inner == 32064 && p.step[0].layout.in_inner == 2 && p.step[0].layout.out_inner == 1 &&
+             p.step[0].layout.outer == 4,
+         "plan: transposed columns of 2 go along the result's run: " + plan_json(p));
   // The same layout planned twice: the same plan (no timing, no state).
   const Plan once = plan_of({4096, 4096}, {4096, 1}, {0}), again = plan_of({4096, 4096}, {4096, 1}, {0});
   expect(plan_json(again) == plan_json(once), "plan: the same layout gets the same plan");
