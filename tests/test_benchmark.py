@@ -288,6 +288,29 @@ def test_cpu_sweep_writes_every_case(tmp_path, capsys):
     assert "| 1 | 256x256 | float32 | 0 |" in (tmp_path / "cpu.md").read_text()
 
 
+def test_tuning_trial_times_the_cases_planned_differently(tmp_path, capsys):
+    """benchmarks/tuning_trial.py on the CPU, small: the baseline writes every case's plan; a
+    later call times (and checks) only the cases whose plan differs, against random_shapes.py's
+    run of the same cases."""
+    import random_shapes
+    import tuning_trial
+
+    common = ["--seed", "7", "--cases", "6", "--small", "--device", "cpu"]
+    assert random_shapes.main(common + ["--reps", "3", "--out", str(tmp_path)]) == 0
+    plans = tmp_path / "plans.json"
+    assert tuning_trial.main(common + ["--plans", str(plans)]) == 0
+    seen = json.loads(plans.read_text())
+    assert sorted(seen, key=int) == [str(k) for k in range(6)]
+    assert tuning_trial.main(common + ["--plans", str(plans), "--reps", "3"]) == 0
+    assert "0 of 6 cases planned differently" in capsys.readouterr().out
+    seen["2"] = "another plan"
+    plans.write_text(json.dumps(seen))
+    against = tmp_path / "random_shapes_seed7.json"
+    assert tuning_trial.main(common + ["--plans", str(plans), "--reps", "3", "--against", str(against)]) == 0
+    out = capsys.readouterr().out
+    assert "1 of 6 cases planned differently" in out and "  case 2 " in out and "the best peer" in out
+
+
 def test_cpu_ops_write_every_case(tmp_path):
     """benchmarks/cpu.py --ops, small: every op of its table, each dtype torch takes and every dim,
     checked against torch's result before it is timed."""
