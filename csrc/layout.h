@@ -262,6 +262,23 @@ inline bool fold_layout(DimInfo* dims, int64_t n, Layout3* out, bool allow_combi
   return true;
 }
 
+// `l` with run k of `r` (its outer runs, or its outer as one run) as the inner run, the other
+// runs, then l's own inner run where it is longer than 1, as the outer digits (the last the
+// fastest); false past kMaxOuterRuns runs.
+inline bool run_as_inner(const Layout3& l, const RunIndex& r, int k, Layout3* out) {
+  Layout3 t = l;
+  t.inner = r.size[k], t.in_inner = r.in[k], t.out_inner = 1;
+  RunIndex o;
+  for (int q = 0; q < r.runs; ++q)
+    if (q != k && !o.add(r.size[q], r.in[q], r.out[q])) return false;
+  if (l.inner > 1 && !o.add(l.inner, l.in_inner, l.out_inner)) return false;
+  t.outer = o.count();
+  t.outer_runs = o.runs == 1 ? RunIndex{} : o;
+  if (o.runs == 1) t.in_outer = o.in[0], t.out_outer = o.out[0];
+  *out = t;
+  return true;
+}
+
 // Rows (inner == 1) reached through several outer runs whose result-contiguous run (out stride
 // 1) is not the fastest digit in memory: the same reduction with that run as the inner one, so
 // that a kernel going along inner writes neighbouring results (amax over rows of 8 of (77, 14336,
@@ -273,19 +290,7 @@ inline bool rows_in_result_order(const Layout3& l, Layout3* out) {
   int k = -1;
   for (int q = 0; q < r.runs; ++q)
     if (r.out[q] == 1 && r.size[q] > 1) k = q;
-  if (k < 0) return false;
-  Layout3 t = l;
-  t.inner = r.size[k], t.in_inner = r.in[k], t.out_inner = 1;
-  t.outer_runs = RunIndex{};
-  for (int q = 0; q < r.runs; ++q)
-    if (q != k) t.outer_runs.add(r.size[q], r.in[q], r.out[q]);
-  t.outer = t.outer_runs.count();
-  if (t.outer_runs.runs == 1) {
-    t.in_outer = t.outer_runs.in[0], t.out_outer = t.outer_runs.out[0];
-    t.outer_runs = RunIndex{};
-  }
-  *out = t;
-  return true;
+  return k >= 0 && run_as_inner(l, r, k, out);
 }
 
 // Columns of fewer bytes than a sector whose results are transposed against the input, where
@@ -305,20 +310,7 @@ inline bool columns_in_result_order(const Layout3& l, int64_t in_bytes, Layout3*
   int k = -1;
   for (int q = 0; q < r.runs; ++q)
     if (r.out[q] == 1 && r.size[q] > 1 && r.in[q] == l.inner) k = q;
-  if (k < 0) return false;
-  Layout3 t = l;
-  t.inner = r.size[k], t.in_inner = r.in[k], t.out_inner = 1;
-  t.outer_runs = RunIndex{};
-  for (int q = 0; q < r.runs; ++q)
-    if (q != k && r.size[q] > 1 && !t.outer_runs.add(r.size[q], r.in[q], r.out[q])) return false;
-  if (!t.outer_runs.add(l.inner, l.in_inner, l.out_inner)) return false;
-  t.outer = t.outer_runs.count();
-  if (t.outer_runs.runs == 1) {
-    t.in_outer = t.outer_runs.in[0], t.out_outer = t.outer_runs.out[0];
-    t.outer_runs = RunIndex{};
-  }
-  *out = t;
-  return true;
+  return k >= 0 && run_as_inner(l, r, k, out);
 }
 
 // Results transposed against the input (inner's out stride not 1) reached through several outer

@@ -276,7 +276,7 @@ class Planner {
     const int64_t whole_loads = whole_rows_loads(l);
     if (l.reduced <= kTileReduced && whole_loads == 0) {
       SlabShape slabs;
-      if (slab_shape(l, &slabs) && (slabs.linear || tile_word(l) == 0) && slabs_pay(l)) return slabs_step(l, slabs, to);
+      if (slab_shape(l, &slabs) && (slabs.linear || tile_word(l) == 0)) return slabs_or_tiles(l, slabs, to);
       return tiles(l, to);
     }
     // Whole rows of 1 to 64 vectors of floats: a thread a row up to 2 vectors, two loads a lane
@@ -455,6 +455,11 @@ class Planner {
   // Whether the input is large enough for slabs (Tuning::slabs_least_bytes).
   bool slabs_pay(const Layout3& l) const { return l.outer * l.reduced * l.inner * t_.in_bytes >= k_.slabs_least_bytes; }
 
+  // Dense slabs where they pay, else tiles.
+  int64_t slabs_or_tiles(const Layout3& l, const SlabShape& slabs, int64_t to) {
+    return slabs_pay(l) ? slabs_step(l, slabs, to) : tiles(l, to);
+  }
+
   int64_t slabs_step(const Layout3& l, const SlabShape& slabs, int64_t to) {
     const int64_t blocks = ceil_div(l.outer, slabs.slabs);
     if (blocks > kMaxGridX) p_.invalid = true;
@@ -628,10 +633,8 @@ class Planner {
     // rows the columns kernel's threads across mostly do not reach.
     SlabShape slabs;
     const bool dense = slab_shape(l, &slabs);
-    if (dense && l.inner * t_.in_bytes < 128) {
-      if (slabs_pay(l) || l.reduced > kTileReduced) return slabs_step(l, slabs, to);
-      return tiles(l, to);
-    }
+    if (dense && l.inner * t_.in_bytes < 128)
+      return l.reduced > kTileReduced ? slabs_step(l, slabs, to) : slabs_or_tiles(l, slabs, to);
     // Short reductions of results transposed against the input, a tile of them at least each
     // way: transpose_tile_kernel, dense or not. Slabs store such results one by one, far apart
     // (var over the dim of 3 of a channels_last (112, 32, 197, 3) float32: 16.7 us in slabs,
@@ -642,8 +645,7 @@ class Planner {
     // shared memory and ran at an eighth of DRAM's peak (in CUDA graphs, H200, us: argmax over
     // dim 1 of (49152, 7, 128, 2) int16 450 -> 107 in slabs, torch 186; aminmax over dim 1 of
     // (2048, 3, 512) float16 10.5 -> 5.9).
-    if (dense && l.reduced <= kTileReduced && t_.acc_bytes * kV >= 64)
-      return slabs_pay(l) ? slabs_step(l, slabs, to) : tiles(l, to);
+    if (dense && l.reduced <= kTileReduced && t_.acc_bytes * kV >= 64) return slabs_or_tiles(l, slabs, to);
     // Small columns of 32 to 256 rows: an output a thread, so as many blocks as outputs allow,
     // and a round of loads a thread down (small_columns_shape), no split. The shapes below gave
     // 2-byte inputs 8 outputs a thread and 32 threads down a column, a few dozen blocks each
@@ -654,11 +656,11 @@ class Planner {
       return columns(l, small_columns_shape(l), 1, 4, to, ws);
     if (!vectors) {
       const ColumnsShape one = columns_shape(l, 1, kColumnsBlock, deeper);
-      if (short_tiles(one, 1)) return dense && slabs_pay(l) ? slabs_step(l, slabs, to) : tiles(l, to);
+      if (short_tiles(one, 1)) return dense ? slabs_or_tiles(l, slabs, to) : tiles(l, to);
       return columns(l, one, 1, 4, to, ws);
     }
     const ColumnsShape wide = columns_shape(l, kV, kColumnsBlock, deeper);
-    if (short_tiles(wide, kV)) return dense && slabs_pay(l) ? slabs_step(l, slabs, to) : tiles(l, to);
+    if (short_tiles(wide, kV)) return dense ? slabs_or_tiles(l, slabs, to) : tiles(l, to);
     // Few outputs of a 2-byte type: 16-byte vectors give 8 outputs a thread, so few threads
     // across that 16 go down each column and a 4-level tree combines them. 8-byte vectors,
     // blocks of kNarrowBlock threads and 8 loads in flight fill the device with Y <= 8 instead.
