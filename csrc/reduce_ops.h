@@ -323,13 +323,16 @@ struct VarOp {
   // pivot from the row (a sum that overflows only where the spread does), giving the mean; the
   // second the deviations from that mean and their squares, which from_deviations makes the
   // corrected two-pass formula's accumulator, as reduce_values over the whole row. No combine.
+  // (1 / count by the device's fast division for float, two instructions against an IEEE
+  // division's dozen and its slow-path branch, once a row: the mean is the pivot of the
+  // deviations, whose sum then corrects the mean and M2 for its last bits.)
   TREDUCE_HOST_DEVICE static A row_mean(A pivot, A sum_minus_pivot, A count) {
-    return pivot + sum_minus_pivot * (A(1) / count);
+    return pivot + sum_minus_pivot * weight_ratio(A(1), count);
   }
   // (An infinity among the values makes the deviations' sum NaN, and so the mean, as torch's
   // Welford's makes it.)
   TREDUCE_HOST_DEVICE static acc_t from_deviations(A mean, A sum_dev, A sum_sq_dev, A count) {
-    const A inv = A(1) / count;
+    const A inv = weight_ratio(A(1), count);
     return {mean, sum_dev * inv, sum_sq_dev - sum_dev * sum_dev * inv, count};
   }
   // torch's divisor: count - correction, or 0 (a NaN or inf result) when that is not positive.

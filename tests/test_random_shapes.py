@@ -201,6 +201,10 @@ def test_explain_gives_the_kernels_a_call_launches():
     full = torch_reduce.explain(torch.empty(1 << 24, device="cuda"))
     assert kernels(full) == ["vector_sum_ticket_kernel"] and full["plan"]["workspace"] > 0
     assert kernels(torch_reduce.explain(torch.empty(4, 3, device="cuda"), 1, "argmax")) == ["small_kernel"]
+    # a full reduction of up to 32 vectors (and a head and tail): one warp; of more, a block
+    assert kernels(torch_reduce.explain(torch.empty(3, device="cuda"), None, "var")) == ["small_warp_kernel"]
+    assert kernels(torch_reduce.explain(torch.empty(129, device="cuda"))) == ["small_warp_kernel"]
+    assert kernels(torch_reduce.explain(torch.empty(132, device="cuda"))) == ["small_sum_kernel"]
     assert torch_reduce.explain(x, 3, "amax") == torch_reduce.explain(x, 3, "amax")
     with pytest.raises(ValueError, match="unknown op"):
         torch_reduce.explain(x, 3, "median")
@@ -295,6 +299,59 @@ print(*(torch_reduce.explain(v, 1)['plan']['steps'][0]['kernel'] for v in (x, t,
 
 
 @cuda_only
+def test_few_short_reductions_spread_over_the_device():
+    # Short reductions of few outputs: tile_kernel gives each thread one output and shrinks its
+    # blocks (down to 64 threads) until the grid covers the multiprocessors; the results are
+    # torch's (positions and integers exact, float sums against float64: n * u * sum|x| for the
+    # float32 accumulation, then the result's rounding).
+    gen, seed = fresh_generator("cuda")
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    for shape, perm, dim in (((8, 224, 40), (0, 2, 1), 0), ((16, 96, 3, 40), (0, 3, 2, 1), 0), ((4, 3, 100, 64), (0, 3, 1, 2), 0)):
+        for dtype in (torch.int64, torch.float32, torch.bfloat16):
+            x = torch.randn(shape, generator=gen, device="cuda").mul(8).to(dtype).permute(perm)
+            where = (shape, perm, dtype, seed)
+            step = torch_reduce.explain(x, dim, "argmin")["plan"]["steps"][0]
+            assert step["kernel"] == "tile_kernel" and step["loads"] == 16, (where, step)
+            assert step["block"][0] < 256 and step["grid"][0] * step["grid"][1] >= min(sms, x.numel() // x.shape[dim] // step["block"][0]), (where, step)
+            assert torch.equal(torch_reduce.argmin(x, dim), x.argmin(dim)), where
+            assert torch.equal(torch_reduce.amax(x, dim), x.amax(dim)), where
+            got = torch_reduce.sum(x, dim)
+            if dtype.is_floating_point:
+                want = x.double().sum(dim)
+                bound = x.shape[dim] * UNIT_ROUNDOFF[torch.float32] * x.double().abs().sum(dim) + UNIT_ROUNDOFF[dtype] * want.abs()
+                assert got.dtype == dtype and bool(((got.double() - want).abs() <= bound).all()), where
+            else:
+                assert torch.equal(got, x.sum(dim)), where
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_tiny_full_reductions_against_torch(device):
+    # Whole tensors of 1 to 40 elements, from aligned and misaligned starts (CUDA: one block,
+    # the first warp alone where the elements fit its lanes): every op kind against torch
+    # (integers, extrema and positions exact; floats against the float64 reference of
+    # random_shapes.check), and a sum of negative zeros is +0 as torch's.
+    gen, seed = fresh_generator(device)
+    for n in (1, 2, 3, 5, 8, 17, 31, 32, 33, 40):
+        for dtype in ("float32", "bfloat16", "float16", "float64", "int8", "bool"):
+            for offset in (0, 1, 3):
+                for op in ("sum", "mean", "var", "std_mean", "logsumexp", "amax", "aminmax", "prod", "any", "nansum", "argmax"):
+                    if dtype in ("int8", "bool") and op in ("mean", "var", "std_mean", "logsumexp", "nansum"):
+                        continue
+                    if dtype == "bool" and op in ("aminmax", "prod", "argmax"):
+                        continue
+                    case = random_shapes.Case(op, [n + offset], "contiguous", [], 0 if op == "logsumexp" else None, dtype)
+                    base = random_shapes.make_input(case, device, gen)
+                    x = base[offset:]
+                    _, ours_fn = random_shapes.calls(case)
+                    problem = random_shapes.check(case, x, ours_fn(x), random_shapes.reference(case, x))
+                    assert problem is None, (op, n, dtype, offset, problem, seed)
+    zeros = torch.zeros(3, device=device).neg()
+    for x in (zeros, zeros[:1], zeros.to(torch.bfloat16)):
+        got, want = torch_reduce.sum(x), torch.sum(x)
+        assert torch.equal(got.signbit(), want.signbit()), (x.dtype, x.numel(), got, want)
+
+
+@cuda_only
 def test_tiles_past_the_grid_along_b():
     # tile_kernel's grid stops at 65535 tiles along B; its blocks step over the rest: 600000
     # outputs along B, 8 a tile (sum and amax over the dim of 3 of a strided int8 view).
@@ -337,6 +394,17 @@ SLAB_CASES = [
     Case("prod", [30000, 5], "contiguous", [], 1, "float32"),
     Case("nanmean", [2000, 40, 3], "contiguous", [], 1, "bfloat16"),
     Case("aminmax", [70000, 3], "contiguous", [], 1, "int32"),
+    # Rows and narrow columns of up to 8 elements an output, a thread each (CUDA: in registers
+    # from the slab, Welford's in two passes): 1 to 8 elements, every operator kind.
+    Case("std", [20000, 3], "contiguous", [], -1, "float32"),
+    Case("var_mean", [12000, 8], "contiguous", [], -1, "bfloat16"),
+    Case("std_mean", [70000, 1, 2], "contiguous", [], -1, "float64"),
+    Case("logsumexp", [16000, 5], "contiguous", [], -1, "float16"),
+    Case("mean", [64, 128, 3, 3], "contiguous", [], -1, "bfloat16"),
+    Case("amax", [6000, 3, 28], "permute", [0, 2, 1], -1, "float32"),
+    Case("var", [3000, 6, 28], "permute", [0, 2, 1], -1, "float16"),
+    Case("argmin", [13000, 7], "contiguous", [], -1, "int16"),
+    Case("prod", [100000, 1, 1], "contiguous", [], -2, "float32"),
     # Columns whose strip ends in fewer outputs than a block of the CPU's (columns_rest).
     Case("sum", [4097, 56], "transpose", [0, 1], 1, "float32"),
     Case("nansum", [2000, 13], "contiguous", [], 0, "float64"),
@@ -386,6 +454,10 @@ PLAN_CASES = [
     Case("var", [100, 16384], "contiguous", [], 1, "float32"),
     Case("mean", [224, 49152], "transpose", [1, 0], 0, "bfloat16"),
     Case("argmin", [67, 16411], "contiguous", [], 1, "float16"),
+    # short reductions of few outputs: tiles of an output a thread in blocks of 64 to 256 threads
+    Case("argmin", [8, 224, 40], "permute", [0, 2, 1], 0, "int64"),
+    Case("var", [12, 96, 70], "transpose", [1, 2], 0, "bfloat16"),
+    Case("sum", [3, 40000], "transpose", [0, 1], 1, "int8"),
     # short dense columns of wide accumulators: slabs
     Case("argmax", [4096, 7, 64, 2], "contiguous", [], 1, "int16"),
     Case("aminmax", [512, 3, 4, 128], "contiguous", [], -3, "float16"),

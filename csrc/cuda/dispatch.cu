@@ -59,12 +59,12 @@ constexpr VariantDoc kDocs[] = {
      "cub::DeviceReduce::TransformReduce with the same conversions and accumulator: the in-run reference",
      "-", "-", false},
     {"auto",
-     "small_sum_kernel, vector_partials_kernel, vector_sum_ticket_kernel, combine_partials_kernel "
+     "small_warp_kernel, small_sum_kernel, vector_partials_kernel, vector_sum_ticket_kernel, combine_partials_kernel "
      "(kernels/vector.cuh); rows_kernel, row_segments_kernel, row_segments_ticket_kernel, columns_kernel "
      "(kernels/dims.cuh)",
      "16-byte loads from the first 128-byte boundary, the head before it and the tail one load a lane "
      "of one warp, 4 in flight per thread; 1-byte and int16 inputs counted by __dp4a / __dp2a in "
-     "32-bit registers; one block for small inputs (up to 128 KiB, every load of a thread issued at "
+     "32-bit registers; one warp for up to 32 vectors, one block for small inputs (up to 128 KiB, every load of a thread issued at "
      "once), else as many blocks as fit at once (of 128 threads for sums of few tiles, 512 otherwise) whose "
      "partials are added in order, by the last block to finish "
      "in eager calls (one launch), by a one-warp kernel in CUDA graphs; "

@@ -52,7 +52,8 @@ inline constexpr int kSmallLoads = 8;
 inline constexpr int kSmallVectorLoads = 2;
 // The small kernel's instance for a thread's loads: groups of 2, 4 or kSmallLoads.
 constexpr int small_loads(int64_t per_thread) { return per_thread <= 2 ? 2 : per_thread <= 4 ? 4 : kSmallLoads; }
-inline constexpr int kTileBlock = 256;
+inline constexpr int kTileBlock = 256;  // the most; fewer for few outputs (plan_reduce.h)
+inline constexpr int kTileBlockBits = 8;
 inline constexpr int kTileReduced = 16;  // the most elements an output tile_kernel holds
 inline constexpr int kTransposeTile = 32;
 inline constexpr int kTransposeRows = 4;  // rows (outer indexes) a thread: 8 warps x 4 = 32
@@ -98,7 +99,10 @@ struct Tuning {
   // ... a few long rows: up to small_rows_outputs results of small_rows_count elements, 2^20
   // elements in all for up to 256 results of 1- to 4-byte inputs, else 2^19 (H200, float32
   // (64, 5120) over dim 1 2.82 -> 1.77 us; 1024 rows of 1024 the rows kernel's teams won).
-  int64_t small_rows_outputs = 1024, small_rows_count = 16384;
+  // 4096 results (from 1024): var over dims 2 and 3 of (768, 2, 49, 8)[:, :, ::3] bfloat16,
+  // 1536 results of 17 runs of 8, 10.3 -> 3.4 us (columns and their combine before; H200,
+  // random shapes seed 51949, tuning_trial).
+  int64_t small_rows_outputs = 4096, small_rows_count = 16384;
   // ... columns whose adjacent results are adjacent: up to 32 rows, or up to 128 results of one
   // round of loads a lane, 2^19 elements (bfloat16 (32, 5120) over dim 0 2.57 -> 1.63 us, H200).
   int64_t small_columns_rows = 32, small_columns_outputs = 128;
@@ -107,6 +111,9 @@ struct Tuning {
   // reduced runs; narrow columns of up to 128 rows that are not dense slabs; H200, random shapes
   // seeds 52361 and 31337).
   int64_t small_passes_outputs = 2048, small_passes_count = 16384, small_passes_rows = 128;
+  // Teams of more than a warp for argmax and argmin while a lane has more loads than this
+  // (other operators: kSmallLoads).
+  int64_t small_wide_loads_indexed = kSmallLoads;
   // Rows: teams of lanes up to rows_team_loads 16-byte loads a row (20 a lane of a warp); rows
   // that are not whole vectors up to rows_ragged_loads (40 a lane) from rows_ragged_per_sm rows
   // a multiprocessor (H200, 2048 float32 rows of 2048 8.67 -> 3.44 us).
@@ -143,6 +150,9 @@ struct Tuning {
   // read as words of 4, left most lanes idle (amax bfloat16 inner 24 150 -> 376, int8 sum
   // inner 31 84 -> 203).
   int64_t transpose_least_inner = 32;
+  // tile_kernel's blocks shrink from 256 threads down to this many while its grid has fewer
+  // blocks than multiprocessors (an output a thread first); 256: never.
+  int64_t tile_least_threads = 64;
 };
 
 // Measured on the H100 and H200 (sm_90); other architectures take the same until measured.
@@ -166,6 +176,7 @@ inline constexpr TuningField kTuningFields[] = {
     {"small_passes_outputs", &Tuning::small_passes_outputs},
     {"small_passes_count", &Tuning::small_passes_count},
     {"small_passes_rows", &Tuning::small_passes_rows},
+    {"small_wide_loads_indexed", &Tuning::small_wide_loads_indexed},
     {"rows_team_loads", &Tuning::rows_team_loads},
     {"rows_ragged_loads", &Tuning::rows_ragged_loads},
     {"rows_ragged_per_sm", &Tuning::rows_ragged_per_sm},
@@ -180,6 +191,7 @@ inline constexpr TuningField kTuningFields[] = {
     {"quarter_tiles_per_sm", &Tuning::quarter_tiles_per_sm},
     {"slabs_least_bytes", &Tuning::slabs_least_bytes},
     {"transpose_least_inner", &Tuning::transpose_least_inner},
+    {"tile_least_threads", &Tuning::tile_least_threads},
 };
 
 // Applies "name=value,name=value" to `t`; false (and `t` as it was) on an unknown name, a value
@@ -271,6 +283,7 @@ enum class Kernel : uint8_t {
   Tiles,           // tile_kernel: a thread an output
   TransposeTiles,  // transpose_tile_kernel
   Slabs,           // slab_kernel
+  VectorWarp,      // small_warp_kernel: a full reduction of up to a warp's worth of vectors
 };
 
 inline const char* kernel_name(Kernel k) {
@@ -279,7 +292,7 @@ inline const char* kernel_name(Kernel k) {
       "small_kernel",  "map_kernel",         "rows_kernel",            "whole_rows_kernel",
       "two_vector_rows_kernel", "row_segments_kernel", "row_segments_ticket_kernel",
       "row_partials_kernel", "columns_kernel", "column_partials_kernel", "tile_kernel",
-      "transpose_tile_kernel", "slab_kernel"};
+      "transpose_tile_kernel", "slab_kernel", "small_warp_kernel"};
   return names[int(k)];
 }
 
@@ -339,7 +352,7 @@ struct Step {
   int64_t inner_tiles = 0;          // TransposeTiles
   SlabShape slabs{};
   SmallIndex small{};
-  VecSplit split{};                 // VectorBlock, VectorGrid
+  VecSplit split{};                 // VectorBlock, VectorWarp, VectorGrid
   int64_t bytes = 0;                // Fill
 };
 
@@ -457,7 +470,7 @@ inline std::string plan_json(const Plan& p) {
       j += ", \"slabs\": {\"slab\": " + num(s.slabs.slab) + field("slabs", s.slabs.slabs) +
            field("team_bits", s.slabs.team_bits) + field("linear", s.slabs.linear) +
            field("vectors", s.slabs.vectors) + "}";
-    if (s.kernel == Kernel::VectorBlock || s.kernel == Kernel::VectorGrid)
+    if (s.kernel == Kernel::VectorBlock || s.kernel == Kernel::VectorWarp || s.kernel == Kernel::VectorGrid)
       j += ", \"split\": [" + num(s.split.head) + ", " + num(s.split.vectors) + ", " + num(s.split.tail) + "]";
     steps += (k ? ", " : "") + j + "}";
   }

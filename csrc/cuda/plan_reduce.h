@@ -133,9 +133,12 @@ class Planner {
     for (int r = 0; r < l.kept_runs; ++r) vectors = vectors && l.kept[r].in % per == 0;
     const int64_t loads = vectors ? l.count / per : l.count;
     // Teams past a warp combine through shared memory and a barrier: those only for kSmallLoads
-    // loads a thread (bfloat16 rows of 1024, 8 rows: 1.69 -> 1.84 us with 64 lanes of 2 vectors).
+    // loads a thread (bfloat16 rows of 1024, 8 rows: 1.69 -> 1.84 us with 64 lanes of 2 vectors),
+    // Tuning::small_wide_loads_indexed for argmax and argmin, whose every element is a
+    // comparison and a select on the lane's critical path.
+    const int64_t wide = t_.indexed ? k_.small_wide_loads_indexed : kSmallLoads;
     const auto more_lanes = [&](int bits) {
-      return (int64_t(vectors && bits < 5 ? kSmallVectorLoads : kSmallLoads) << bits) < loads;
+      return ((bits >= 5 ? wide : vectors ? kSmallVectorLoads : kSmallLoads) << bits) < loads;
     };
     int team_bits = 0;
     while ((int64_t(1) << team_bits) < kSmallBlock && more_lanes(team_bits)) ++team_bits;
@@ -170,9 +173,10 @@ class Planner {
     } else {
       blocks = std::min<int64_t>(tiles, int64_t(d_.sm_count) * t_.vector_resident);
     }
-    if (blocks == 1) {
-      Step& s = p_.add(Kernel::VectorBlock);
-      s.block[0] = kVecBlock, s.dependent = true, s.split = split, s.to = to;
+    if (blocks == 1) {  // up to a warp's worth of vectors (the head and tail are the first warp's) one warp
+      const bool warp = split.vectors <= 32;
+      Step& s = p_.add(warp ? Kernel::VectorWarp : Kernel::VectorBlock);
+      s.block[0] = warp ? 32 : kVecBlock, s.dependent = true, s.split = split, s.to = to;
       return 0;
     }
     Step& g = p_.add(Kernel::VectorGrid);
@@ -381,11 +385,6 @@ class Planner {
     }
     const bool a_is_outer = l.inner == 1 || tiles_transposed(l);
     const int64_t nA = a_is_outer ? l.outer : l.inner, nB = a_is_outer ? l.inner : l.outer;
-    // 32 x 8 tiles; fewer than 8 outputs along B (rows: one) give A the rest of the block.
-    int b_bits = 0;
-    while (b_bits < 3 && (int64_t(1) << b_bits) < nB) ++b_bits;
-    int a_bits = 0;
-    while (a_bits < 8 - b_bits && (int64_t(1) << a_bits) < nA) ++a_bits;
     // The instance unrolled for the fewest of 4, 8, 16 elements an output, with 4, 2 or 1
     // outputs a thread along A (plan.h). Hot, H200, us, one output a thread unrolled for 16 ->
     // this (torch.compile): amax over rows of 3 of (4096, 64, 3) bool 4.67 -> 1.95 (1.23); sum
@@ -393,16 +392,34 @@ class Planner {
     // (7, 11008, 12) int8 3.46 -> 2.07 (1.69); var_mean over dim 0 of (8, 12, 56, 128)
     // bfloat16 2.74 -> 2.50 (3.4); max over rows of 12 of (13, 512, 12) int32 1.64 -> 1.42
     // (1.35); aminmax over rows of 16 through 3 outer runs uint8 70.2 -> 72.6 (38.5).
-    const int unroll = tile_unroll(l.reduced);
-    const int64_t tiles_a = ceil_div(nA, int64_t(tile_outputs(unroll)) << a_bits);
-    const int64_t tiles_b = std::min<int64_t>(ceil_div(nB, int64_t(kTileBlock >> a_bits)), 65535);
+    int unroll = tile_unroll(l.reduced), threads_bits = kTileBlockBits, a_bits = 0;
+    int64_t tiles_a = 0, tiles_b = 0;
+    // 32 x 8 tiles of a block of 2^threads_bits threads; fewer than 8 outputs along B (rows:
+    // one) give A the rest of the block.
+    const auto shape = [&]() {
+      int b_bits = 0;
+      while (b_bits < 3 && (int64_t(1) << b_bits) < nB) ++b_bits;
+      a_bits = 0;
+      while (a_bits < threads_bits - b_bits && (int64_t(1) << a_bits) < nA) ++a_bits;
+      tiles_a = ceil_div(nA, int64_t(tile_outputs(unroll)) << a_bits);
+      tiles_b = std::min<int64_t>(ceil_div(nB, int64_t(1) << (threads_bits - a_bits)), 65535);
+    };
+    shape();
+    // Few outputs: blocks of 256 threads of several outputs each left most multiprocessors
+    // idle, each warp's outputs one after another. Then an output a thread (the instance for
+    // kTileReduced elements), and blocks down to Tuning::tile_least_threads threads until the
+    // grid covers the multiprocessors. H200, CUDA graphs, us (torch.compile): argmin over dim 0
+    // of (8, 224, 40).permute(0, 2, 1) int64, 20 blocks -> 140 of 64 threads, 2.66 -> 1.31
+    // (1.32); prod over dim -2 of (11008, 12).transpose(1, 0) float32 1.29 -> 1.15 (1.14).
+    if (tiles_a * tiles_b < d_.sm_count && unroll != kTileReduced) unroll = kTileReduced, shape();
+    while (tiles_a * tiles_b < d_.sm_count && (int64_t(1) << threads_bits) > k_.tile_least_threads) --threads_bits, shape();
     if (tiles_a > kMaxGridX) p_.invalid = true;
     // Launched with programmatic dependence, the indexes worked out before the wait (a copy of
     // the kernel in CUDA graphs, H200, bfloat16 sums, us a call, plain -> dependent: (128, 3,
     // 256) over dim 1 1.97 -> 1.29, rows of 14 1.92 -> 1.29, (11008, 3, 16) over dim 1 3.59 ->
     // 2.88, rows of 7 2.23 -> 1.51).
     Step& s = p_.add(Kernel::Tiles);
-    s.grid[0] = tiles_a, s.grid[1] = tiles_b, s.block[0] = kTileBlock, s.dependent = true, s.layout = l;
+    s.grid[0] = tiles_a, s.grid[1] = tiles_b, s.block[0] = 1 << threads_bits, s.dependent = true, s.layout = l;
     s.to = to, s.a_bits = a_bits, s.a_is_outer = a_is_outer, s.word = tile_word(l);
     s.loads = unroll;
     return 0;

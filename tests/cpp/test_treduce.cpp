@@ -177,8 +177,15 @@ void check_plans() {
     in.ticket = ticket;
     return plan_reduce(h100, f32_sum, in);
   };
+  // Whole tensors of up to 32 vectors (and a head and tail): one warp; past them, a block.
+  Plan p = plan_of({129}, {1}, {0});
+  expect(kernels(p) == "small_warp_kernel" && p.step[0].block[0] == 32 && p.step[0].split.vectors == 32 &&
+             p.step[0].split.tail == 1,
+         "plan: a full sum of 129 float32 is one warp: " + plan_json(p));
+  p = plan_of({132}, {1}, {0});
+  expect(kernels(p) == "small_sum_kernel" && p.step[0].block[0] == kVecBlock, "plan: ... of 132, a block: " + plan_json(p));
   // A few elements: the small kernel, one launch, no workspace.
-  Plan p = plan_of({4, 3}, {3, 1}, {1});
+  p = plan_of({4, 3}, {3, 1}, {1});
   expect(kernels(p) == "small_kernel" && p.workspace == 0 && p.step[0].loads == 4,
          "plan: (4, 3) over dim 1 is one small_kernel, its instance for groups of 4");
   // Rows of 4096 float32, 4096 of them: a block a row, two 16-byte vectors a thread.
@@ -211,8 +218,17 @@ void check_plans() {
   OpTraits bool_amax;
   bool_amax.in_bytes = 1, bool_amax.acc_bytes = 1;
   p = plan_reduce(h100, bool_amax, plan_input({8, 197, 64}, {197, 1, 0}, {0}));
-  expect(kernels(p) == "tile_kernel" && p.step[0].a_is_outer && p.step[0].loads == 8,
-         "plan: a transposed reduction of 4 tiles is tile_kernel: " + kernels(p));
+  // Its 1600 outputs fill 25 blocks of 256 threads of two outputs each: an output a thread
+  // (the instance for 16 elements) in blocks of 64, 200 of them.
+  expect(kernels(p) == "tile_kernel" && p.step[0].a_is_outer && p.step[0].loads == 16 && p.step[0].block[0] == 64 &&
+             p.step[0].grid[0] * p.step[0].grid[1] == 200,
+         "plan: a transposed reduction of 4 tiles is tile_kernel, in small blocks: " + plan_json(p));
+  Tuning whole_blocks;
+  whole_blocks.tile_least_threads = 256;
+  p = plan_reduce(h100, bool_amax, plan_input({8, 197, 64}, {197, 1, 0}, {0}), whole_blocks);
+  expect(kernels(p) == "tile_kernel" && p.step[0].loads == 16 && p.step[0].block[0] == 256 &&
+             p.step[0].grid[0] * p.step[0].grid[1] == 50,
+         "plan: ... blocks of 256 under Tuning::tile_least_threads 256: " + plan_json(p));
   // Columns of single elements (rows of 1025 float32, not whole vectors): four times the blocks
   // of vectors' columns, 33 x 32 (amax over dim 1 of (50257, 1025).transpose(0, 1)).
   p = plan_of({50257, 1025}, {1025, 1}, {0});

@@ -99,8 +99,23 @@ struct Sink {
   static Sink partials(void* p) { return {p, DType::Bool, {}, nullptr, true}; }
 };
 
-template <class T>
+// Results of the dtypes a kernel's results mostly have (the projected value's own, and the
+// input's where the kernel names it: a bfloat16 sum is bfloat16) are stored after one comparison
+// each; the others through the switch, a tree of comparisons and branches. In kernels of many
+// short reductions the switch was ~12 of the ~80 instructions a result (SASS of slab_kernel and
+// map_kernel).
+template <class Likely = void, class T>
 __device__ __forceinline__ void store_value(void* p, DType dtype, int64_t i, T v) {
+  if (dtype == dtype_of<T>()) {
+    static_cast<T*>(p)[i] = element_cast<T>(v);
+    return;
+  }
+  if constexpr (!std::is_void_v<Likely> && !std::is_same_v<Likely, T>) {
+    if (dtype == dtype_of<Likely>()) {
+      static_cast<Likely*>(p)[i] = element_cast<Likely>(v);
+      return;
+    }
+  }
   switch (dtype) {
 #define TREDUCE_STORE_CASE(D)                                    \
   case DType::D:                                                 \
@@ -111,8 +126,9 @@ __device__ __forceinline__ void store_value(void* p, DType dtype, int64_t i, T v
   }
 }
 
-// Stores accumulator v as result (or partial) i of the Sink.
-template <class Op, class A>
+// Stores accumulator v as result (or partial) i of the Sink; In: the input's type, where the
+// caller knows it (the likely result dtype of float inputs).
+template <class Op, class In = void, class A>
 __device__ void store_acc(const Sink& s, int64_t i, const A& v) {
   if (s.raw) {
     static_cast<A*>(s.ptr)[i] = v;
@@ -120,9 +136,9 @@ __device__ void store_acc(const Sink& s, int64_t i, const A& v) {
   }
   // argmax and argmin keep the positions only: no values (ptr null), a quarter to a half of
   // their bytes.
-  if (!is_indexed_v<Op> || s.ptr) store_value(s.ptr, s.dtype, i, Op::project(v, s.args));
+  if (!is_indexed_v<Op> || s.ptr) store_value<In>(s.ptr, s.dtype, i, Op::project(v, s.args));
   if constexpr (Op::kOutputs == 2) {
-    if (s.second) store_value(s.second, second_dtype<Op>(s.dtype, DType::Int64), i, Op::project2(v, s.args));
+    if (s.second) store_value<In>(s.second, second_dtype<Op>(s.dtype, DType::Int64), i, Op::project2(v, s.args));
   }
 }
 

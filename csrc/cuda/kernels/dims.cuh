@@ -273,7 +273,7 @@ rows_kernel(const typename R::In* x, Layout3 l, Sink out) {
   while (o < l.outer) {
     auto v = row_part<R, kTeam, kGroupRows<R>>(row, 0, l.reduced, l.in_reduced, t);
     v = team_reduce<Op, kTeam>(v);
-    if (t == 0) store_acc<Op>(out, l.outer_out(o), v);
+    if (t == 0) store_acc<Op, typename R::In>(out, l.outer_out(o), v);
     o += int64_t(gridDim.x) * kRowsPerBlock;
     if (o < l.outer) row = x + l.outer_in(o);
   }
@@ -354,7 +354,7 @@ whole_rows_kernel(const typename R::In* x, Layout3 l, Sink out) {
       d2 += d * d;
     });
     acc = Op::from_deviations(mean, team_sum<kTeam>(d1), team_sum<kTeam>(d2), count);
-    if (t == 0) store_acc<Op>(out, at, acc);
+    if (t == 0) store_acc<Op, typename R::In>(out, at, acc);
     return;
   }
   if constexpr (kGroupRows<R>) {
@@ -364,7 +364,7 @@ whole_rows_kernel(const typename R::In* x, Layout3 l, Sink out) {
     for (int u = 0; u < kLoads; ++u) vector_into<R>(acc, r[u], int64_t(t + u * kTeam) * kPer);
   }
   acc = team_reduce<Op, kTeam>(acc);
-  if (t == 0) store_acc<Op>(out, at, acc);
+  if (t == 0) store_acc<Op, typename R::In>(out, at, acc);
 }
 
 // Combines p[j * stride] for j = first, first + step, ... below `count`, in that order, kLoads
@@ -423,7 +423,7 @@ row_segments_kernel(const typename R::In* x, Layout3 l, int64_t per_segment, int
     vectors_into<R, kSegmentBlock, kGroupLoads<R>>(acc, reinterpret_cast<const uint4*>(x + l.outer_in(blockIdx.x)),
                                                    l.reduced / (16 / int64_t(sizeof(typename R::In))), 0, threadIdx.x);
     acc = block_reduce<typename R::Op, kSegmentBlock>(acc);
-    if (threadIdx.x == 0) store_acc<typename R::Op>(out, l.outer_out(blockIdx.x), acc);
+    if (threadIdx.x == 0) store_acc<typename R::Op, typename R::In>(out, l.outer_out(blockIdx.x), acc);
     return;
   }
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
@@ -438,7 +438,7 @@ row_segments_kernel(const typename R::In* x, Layout3 l, int64_t per_segment, int
 #endif
   const auto v = segment_part<R>(x, l, per_segment, segments);
   const int64_t o = blockIdx.x / segments;
-  if (threadIdx.x == 0) store_acc<typename R::Op>(out, segments == 1 ? l.outer_out(o) : int64_t(blockIdx.x), v);
+  if (threadIdx.x == 0) store_acc<typename R::Op, typename R::In>(out, segments == 1 ? l.outer_out(o) : int64_t(blockIdx.x), v);
 }
 
 // Many rows of exactly two 16-byte vectors a thread of a kSegmentBlock block (float32 rows of
@@ -465,7 +465,7 @@ two_vector_rows_kernel(const typename R::In* x, Layout3 l, Sink out) {
     vector_into<R>(acc, r1, int64_t(threadIdx.x + kSegmentBlock) * kPer);
   }
   acc = block_reduce<Op, kSegmentBlock>(acc);
-  if (threadIdx.x == 0) store_acc<Op>(out, l.outer_out(blockIdx.x), acc);
+  if (threadIdx.x == 0) store_acc<Op, typename R::In>(out, l.outer_out(blockIdx.x), acc);
 }
 
 // The same with the rows' combine in it, for eager calls (see plan_reduce.h): each block writes its
@@ -497,7 +497,7 @@ row_segments_ticket_kernel(const typename R::In* x, Layout3 l, int64_t per_segme
   constexpr int kLoads = sizeof(typename R::Acc) % 4 == 0 && sizeof(typename R::Acc) <= 8 ? 8 : 2;
   auto w = combine_strided<R, kLoads, true>(partials + o * segments, 1, int(threadIdx.x), 32, segments);
   w = warp_reduce<Op>(w);
-  if (threadIdx.x == 0) store_acc<Op>(out, l.outer_out(o), w);
+  if (threadIdx.x == 0) store_acc<Op, typename R::In>(out, l.outer_out(o), w);
 }
 
 // A combine kernel (after its wait) lets the next call's first kernel launch, which then waits
@@ -529,7 +529,7 @@ row_partials_kernel(const typename R::Acc* partials, int segments, Layout3 l, Si
   // of 2^26 float32: 101.8 us against the probe's 86.4, with the per-element operator).
   auto v = combine_strided<R, 8>(partials + o * segments, 1, int(lane), 32, segments);
   v = warp_reduce<Op>(v);
-  if (lane == 0) store_acc<Op>(out, l.outer_out(o), v);
+  if (lane == 0) store_acc<Op, typename R::In>(out, l.outer_out(o), v);
 }
 
 // Columns: thread (x, y) of block (b, split) owns outputs i0 .. i0 + V - 1 of outer index
@@ -709,7 +709,7 @@ columns_kernel(const typename R::In* x, Layout3 l, unsigned column_blocks, int64
         Acc v = parked[j][c];
         for (int w = 1; w < warps; ++w) v = Op::combine(v, parked[j][w * X + c]);
         const int64_t i = column_output(c);
-        if (i < end) store_acc<Op>(out, out_at(i + j), v);
+        if (i < end) store_acc<Op, typename R::In>(out, out_at(i + j), v);
         return;
       }
       if (threadIdx.y > 0) return;
@@ -739,7 +739,7 @@ columns_kernel(const typename R::In* x, Layout3 l, unsigned column_blocks, int64
     store_run<Op>(out, out_at(i0), acc);
   } else {
 #pragma unroll
-    for (int j = 0; j < V; ++j) store_acc<Op>(out, out_at(i0 + j), acc[j]);
+    for (int j = 0; j < V; ++j) store_acc<Op, typename R::In>(out, out_at(i0 + j), acc[j]);
   }
 }
 
@@ -889,7 +889,43 @@ small_kernel(Sink out, const typename R::In* x, int team_bits, bool vectors, Sma
       for (int w = 1; w < team / 32; ++w) acc = Op::combine(acc, by_warp[threadIdx.x / 32 + w]);
     }
   }
-  if (live && lane == 0) store_acc<Op>(out, k, acc);
+  if (live && lane == 0) store_acc<Op, typename R::In>(out, k, acc);
+}
+
+// An output of `reduced` (at most kR) elements e[0, reduced), in registers. Welford's in two
+// passes over them (VarOp::row_mean, from_deviations; the pivot the first element), as
+// whole_rows_kernel's rows, where the one-element updates divided at every element: an infinity
+// among the elements makes the mean and the variance NaN, as torch's (whose Welford's combines of
+// its per-thread accumulators do; one element after another, an infinity last left the mean
+// infinite). The others element by element, in order. (slab_kernel's and tile_kernel's outputs.)
+template <class R, int kR>
+__device__ __forceinline__ typename R::Acc short_reduction(const typename R::In (&e)[kR], int reduced) {
+  using Op = typename R::Op;
+  auto acc = Op::identity();
+  if constexpr (HasRowPasses<Op>::value) {
+    using A = typename R::Value;
+    const A count = A(reduced), pivot = R::value(e[0]);
+    A sum = A(0);
+#pragma unroll
+    for (int r = 0; r < kR; ++r)
+      if (r < reduced) sum += R::value(e[r]) - pivot;
+    const A mean = Op::row_mean(pivot, sum, count);
+    A d1 = A(0), d2 = A(0);
+#pragma unroll
+    for (int r = 0; r < kR; ++r) {
+      if (r < reduced) {
+        const A d = R::value(e[r]) - mean;
+        d1 += d;
+        d2 += d * d;
+      }
+    }
+    acc = Op::from_deviations(mean, d1, d2, count);
+  } else {
+#pragma unroll
+    for (int r = 0; r < kR; ++r)
+      if (r < reduced) element_into<R>(acc, e[r], r);
+  }
+  return acc;
 }
 
 // Short reductions over many outputs (Layout3 with reduced <= kTileReduced) where the columns
@@ -918,6 +954,7 @@ __device__ __forceinline__ void load_word(const In* p, In (&e)[N]) {
 // takes kO = tile_outputs(kR) outputs along A, 2^a_bits apart (a block: kO << a_bits along A),
 // all their loads issued before any is used: the index arithmetic and the wait once for kO
 // outputs (one output a thread issued ~150 instructions a warp for outputs of 2 or 3 elements).
+// Blocks of 64 to kTileBlock threads, blockDim.x >> a_bits along B (few outputs: small blocks).
 template <class R, int kR>
 __global__ void __launch_bounds__(kTileBlock)
 tile_kernel(const typename R::In* x, Layout3 l, int a_bits, bool a_is_outer, int word, Sink out) {
@@ -928,7 +965,7 @@ tile_kernel(const typename R::In* x, Layout3 l, int a_bits, bool a_is_outer, int
   const int reduced = int(l.reduced);  // at most kR: 32-bit guards
   const int64_t step = l.in_reduced;
   const int64_t a0 = (int64_t(blockIdx.x) * kO << a_bits) + (threadIdx.x & ((1u << a_bits) - 1));
-  int64_t b = int64_t(blockIdx.y) * (kTileBlock >> a_bits) + (threadIdx.x >> a_bits);
+  int64_t b = int64_t(blockIdx.y) * (blockDim.x >> a_bits) + (threadIdx.x >> a_bits);
   // Output k of the thread's, (a0 + k 2^a_bits, b): its first element and its place in the result.
   const In* p[kO];
   int64_t at[kO];
@@ -982,19 +1019,14 @@ tile_kernel(const typename R::In* x, Layout3 l, int a_bits, bool a_is_outer, int
       }
     }
 #pragma unroll
-    for (int k = 0; k < kO; ++k) {
-      auto acc = Op::identity();
-#pragma unroll
-      for (int r = 0; r < kR; ++r)
-        if (r < reduced) element_into<R>(acc, e[k][r], r);
-      if (live(k)) store_acc<Op>(out, at[k], acc);
-    }
+    for (int k = 0; k < kO; ++k)
+      if (live(k)) store_acc<Op, typename R::In>(out, at[k], short_reduction<R>(e[k], reduced));
   };
   if (a0 >= nA || b >= nB) return;
   reduce_outputs();
   // Past 65535 tiles along B the grid steps over the rest (the loop's constants stay out of the
   // first row's path: hoisted for a loop around it, they were 40 of its instructions).
-  const int64_t stride = int64_t(gridDim.y) * (kTileBlock >> a_bits);
+  const int64_t stride = int64_t(gridDim.y) * (blockDim.x >> a_bits);
   for (b += stride; b < nB; b += stride) {
     firsts();
     reduce_outputs();
@@ -1079,7 +1111,7 @@ transpose_tile_kernel(const typename R::In* x, Layout3 l, int64_t inner_tiles, b
   for (int q = 0; q < kI / kRows; ++q) {  // lanes along outer: warp ty stores inner ty, ty + 8, ...
     const int64_t at = i0 + ty + q * kRows;
     if (o0 + tx < l.outer && at < l.inner)
-      store_acc<Op>(out, out_at[tx] + at * l.out_inner, tile[tx * (kI + 1) + ty + q * kRows]);
+      store_acc<Op, typename R::In>(out, out_at[tx] + at * l.out_inner, tile[tx * (kI + 1) + ty + q * kRows]);
   }
 }
 
@@ -1110,7 +1142,7 @@ map_kernel(const typename R::In* x, Layout3 l, Sink out) {
       if (i0 + u * kMapBlock < l.inner) {
         auto acc = Op::identity();
         element_into<R>(acc, e[u], 0);
-        store_acc<Op>(out, at + i0 + u * kMapBlock, acc);
+        store_acc<Op, typename R::In>(out, at + i0 + u * kMapBlock, acc);
       }
     }
   }
@@ -1126,8 +1158,13 @@ map_kernel(const typename R::In* x, Layout3 l, Sink out) {
 // transposed to rows of 7, 38 -> 21.6 us (8.4); argmax over rows of 7 of (5120, 64, 8, 7)
 // bfloat16 45.7 -> 26.7 (16.6); amax over dim 2 of (1024, 28, 128, 7) int8 57 -> 12.1 (18.5);
 // sum over dim 1 of (49152, 3, 128) int64 103 -> 55 (47); argmin over dim 1 of (49, 80, 1, 3)
-// bfloat16 expanded to 4096 on dim 2, 560 -> 112 (56). Rows of 7 still trail torch.compile's
-// kernel, which keeps a row's elements in one thread's registers without the shared memory pass.
+// bfloat16 expanded to 4096 on dim 2, 560 -> 112 (56). An output a thread (many outputs a
+// block) of up to 8 elements loads them into registers first and reduces them there
+// (short_reduction; Welford's in two passes): mean over rows of 3 of (128, 128, 128, 3) bfloat16
+// 13.7 -> 12.4 us, amax over dim -1 of (50257, 3, 28).permute(0, 2, 1) float32 7.74 -> 7.20, std
+// over rows of 3 float32 115.8 -> 119.3 (H200, hot). Still 2-3.5x torch.compile's kernel (3.6,
+// 3.1, 63.4), which keeps a row's elements in one thread's registers without the shared memory
+// pass.
 
 // Division of n < 2^31 by d from (magic, shift) as RunIndex's.
 __device__ __forceinline__ uint32_t divide(uint32_t n, uint32_t magic, uint32_t shift) {
@@ -1196,6 +1233,22 @@ slab_kernel(const typename R::In* x, Layout3 l, SlabShape s, Sink out) {
   __syncthreads();
   const int team = 1 << s.team_bits, lane = t & (team - 1);
   const int32_t inner = int32_t(l.inner), reduced = int32_t(l.reduced), outputs = n * inner;
+  if (team == 1 && reduced <= 8) {  // an output a thread, its elements in registers
+    const auto outputs_of = [&](auto unroll) {
+      for (int32_t q = t; q < outputs; q += kSlabBlock) {
+        constexpr int kR = decltype(unroll)::value;
+        const int32_t g = int32_t(divide(uint32_t(q), s.inner_magic, s.inner_shift)), i = q - g * inner;
+        const In* p = tile + g * S + i;
+        In e[kR];  // every load before any is used
+#pragma unroll
+        for (int r = 0; r < kR; ++r) e[r] = r < reduced ? p[r * inner] : In();
+        store_acc<Op, In>(out, l.outer_out(o0 + g) + i * l.out_inner, short_reduction<R>(e, reduced));
+      }
+    };
+    if (reduced <= 4) outputs_of(std::integral_constant<int, 4>{});
+    else outputs_of(std::integral_constant<int, 8>{});
+    return;
+  }
   for (int32_t q0 = 0; q0 < outputs; q0 += kSlabBlock >> s.team_bits) {
     const int32_t q = q0 + (t >> s.team_bits);
     const bool live = q < outputs;
@@ -1206,7 +1259,7 @@ slab_kernel(const typename R::In* x, Layout3 l, SlabShape s, Sink out) {
       for (int32_t r = lane; r < reduced; r += team) element_into<R>(acc, p[r * inner], r);
     }
     for (int offset = team / 2; offset > 0; offset >>= 1) acc = Op::combine(acc, shfl_down(0xffffffffu, acc, offset, team));
-    if (live && lane == 0) store_acc<Op>(out, l.outer_out(o0 + g) + i * l.out_inner, acc);
+    if (live && lane == 0) store_acc<Op, typename R::In>(out, l.outer_out(o0 + g) + i * l.out_inner, acc);
   }
 }
 
@@ -1234,7 +1287,7 @@ column_partials_kernel(const typename R::Acc* partials, int splits, Layout3 l, S
   __syncthreads();
   if (threadIdx.y > 0 || k >= outputs) return;
   for (int y = 1; y < int(blockDim.y); ++y) v = Op::combine(v, by_y[y][threadIdx.x]);
-  store_acc<Op>(out, l.outer_out(k / l.inner) + (k % l.inner) * l.out_inner, v);
+  store_acc<Op, typename R::In>(out, l.outer_out(k / l.inner) + (k % l.inner) * l.out_inner, v);
 }
 
 // ---- launch: what plan_reduce (cuda/plan_reduce.h) says, step by step ---------------------
@@ -1335,6 +1388,7 @@ cudaError_t launch_step(const Step& s, const ReduceArgs& a) {
     case Kernel::Fill:
       return cudaMemsetAsync(a.out2, 0, size_t(s.bytes), a.stream);
     case Kernel::VectorBlock:
+    case Kernel::VectorWarp:
     case Kernel::VectorGrid:
     case Kernel::VectorCombine:
       if constexpr (!is_indexed_v<typename R::Op>) return launch_vector_step<R>(s, a);

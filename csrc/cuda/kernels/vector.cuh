@@ -554,6 +554,38 @@ small_sum_kernel(const typename R::In* x, VecSplit s, Sink out) {
   if (threadIdx.x == 0) store_result<typename R::Op, Out>(out, v);
 }
 
+// Up to a warp's worth of vectors (plan_reduce.h): one warp, small_sum_kernel's loads (the
+// vectors to the same lanes, the head and tail the first warp's there too), where the other
+// warps would hold only the identity. Its shuffles run over the lanes that may hold elements
+// (live), and one combine with the identity stands for the levels and warps left out, so the
+// bits are small_sum_kernel's (a sum's -0.0 + 0 included). small_sum_kernel's block_reduce of
+// 16 warps is two rounds of five shuffle levels on the call's critical path: with Welford's
+// combine (a division and a dozen dependent operations) var of 3 float32 took 1.57 us, this
+// kernel 1.07 (torch.compile 1.12; CUDA graphs, H200). A kernel of its own: the same code as a
+// branch at the head of small_sum_kernel made calls of 64-4096 elements 0.05-0.1 us slower.
+template <class R>
+__device__ __forceinline__ int live_lanes(const VecSplit& s) {
+  const int head = s.head == 0 ? 0 : sizeof(typename R::In) < 4 ? 32 : int(s.head);  // words: up to the line's 32
+  return max(max(int(s.vectors), int(s.tail)), head);
+}
+
+template <class R, class Out>
+__global__ void __launch_bounds__(32, 1)
+small_warp_kernel(const typename R::In* x, VecSplit s, Sink out) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  cudaTriggerProgrammaticLaunchCompletion();
+  cudaGridDependencySynchronize();
+#endif
+  using Op = typename R::Op;
+  const Ends<R> ends(x, s, threadIdx.x);
+  auto v = small_tiles<R, 1>(x, s, ends);
+  const int live = live_lanes<R>(s);
+#pragma unroll
+  for (int offset = 16; offset > 0; offset >>= 1)
+    if (offset < live) v = Op::combine(v, shfl_down(0xffffffffu, v, offset));
+  if (threadIdx.x == 0) store_result<Op, Out>(out, Op::combine(v, Op::identity()));
+}
+
 // Adds the block partials in block order (lane l: partials l, l + 32, ..., added pairwise,
 // then the lanes by shuffles), so the result does not depend on which block finished first;
 // the last block of a one-kernel call (finish_by_block) adds them in the same order, so both
@@ -705,7 +737,7 @@ cudaError_t launch_grid(const ReduceArgs& a, const typename R::In* x, VecSplit s
   return launch_grid_of<R, kVecBlock, Out>(a, x, s, blocks, partials, result);
 }
 
-// A step of a full reduction (VectorBlock, VectorGrid, VectorCombine; plan_reduce.h). Plain
+// A step of a full reduction (VectorWarp, VectorBlock, VectorGrid, VectorCombine; plan_reduce.h). Plain
 // operators store the result directly (see store_result), as the accumulator or (NarrowOut) the
 // input's type; operators with a projection of their own have only the general kernels.
 template <class R>
@@ -723,6 +755,12 @@ cudaError_t launch_vector_step(const Step& step, const ReduceArgs& a) {
   if constexpr (!std::is_void_v<Narrow>) as_narrow = direct && a.types.out == dtype_of<Narrow>();
   const VecSplit s = step.split;
   switch (step.kernel) {
+    case Kernel::VectorWarp: {
+      auto* kernel = small_warp_kernel<R, void>;
+      if constexpr (kPlain) if (as_acc) kernel = small_warp_kernel<R, Acc>;
+      if constexpr (!std::is_void_v<Narrow>) if (as_narrow) kernel = small_warp_kernel<R, Narrow>;
+      return launch_dependent(kernel, dim3(1), dim3(32), a, x, s, result);
+    }
     case Kernel::VectorBlock: {
       const auto pick = [&](auto one_tile) {
         constexpr bool k1 = decltype(one_tile)::value;
