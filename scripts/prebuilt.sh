@@ -24,8 +24,12 @@ if [ ! -x "$venv/bin/python" ]; then
 fi
 tree=${PREBUILT_TREE:-$ROOT/build/prebuilt/torch-$release-sm${archs//./}}
 mkdir -p "$tree" "$out"
-# mtimes kept: the tree's own build folder then rebuilds what changed only.
+# mtimes kept: the tree's own build folder then rebuilds what changed only. Its CUDA objects
+# are removed first: ninja keeps no header dependencies for them (a change to a header alone left
+# stale kernels in the library), and the object cache (scripts/nvcc_cache.py) gives back at once
+# every one whose sources and headers are unchanged.
 git ls-files -z | xargs -0 cp -p --parents -t "$tree"
+find "$tree/build" -path "*csrc/cuda/*.o" -delete 2>/dev/null || true
 (cd "$tree" && TORCH_CUDA_ARCH_LIST=$archs MAX_JOBS=${MAX_JOBS:-$(nproc)} \
   TREDUCE_NVCC_CACHE=${TREDUCE_NVCC_CACHE:-$ROOT/build/nvcc-cache} \
   "$venv/bin/python" setup.py build_ext --inplace > build.log 2>&1) || { tail -30 "$tree/build.log"; exit 1; }
