@@ -52,8 +52,8 @@ inline constexpr int kSmallLoads = 8;
 inline constexpr int kSmallVectorLoads = 2;
 // The small kernel's instance for a thread's loads: groups of 2, 4 or kSmallLoads.
 constexpr int small_loads(int64_t per_thread) { return per_thread <= 2 ? 2 : per_thread <= 4 ? 4 : kSmallLoads; }
-inline constexpr int kTileBlock = 256;  // the most; fewer for few outputs (plan_reduce.h)
 inline constexpr int kTileBlockBits = 8;
+inline constexpr int kTileBlock = 1 << kTileBlockBits;  // the most; fewer for few outputs (plan_reduce.h)
 inline constexpr int kTileReduced = 16;  // the most elements an output tile_kernel holds
 inline constexpr int kTransposeTile = 32;
 inline constexpr int kTransposeRows = 4;  // rows (outer indexes) a thread: 8 warps x 4 = 32
