@@ -188,9 +188,11 @@ inline int64_t fold_runs(DimInfo* dims, int64_t n) {
 // partials to combine. Returns false when the runs need more outer digits than kMaxOuterRuns,
 // or several reduced runs without `allow_combine` (callers that cannot combine partials): the
 // caller then copies. Works in place on the caller's n dims and allocates
-// nothing: it runs on every call of every op.
+// nothing: it runs on every call of every op. `contiguous_from` > 0: a reduced run of stride 1
+// at least that long is `reduced` even where another is longer (the CUDA planner's choice of
+// rows over columns for the first pass: cuda/plan_reduce.h, rows_first).
 inline bool fold_layout(DimInfo* dims, int64_t n, Layout3* out, bool allow_combine = true,
-                        IndexedLayout* indexed = nullptr) {
+                        IndexedLayout* indexed = nullptr, int64_t contiguous_from = 0) {
   int64_t count = fold_runs(dims, n);
   if (indexed != nullptr) {
     // The kept runs in the result's order (largest out stride first: the result is contiguous,
@@ -219,6 +221,8 @@ inline bool fold_layout(DimInfo* dims, int64_t n, Layout3* out, bool allow_combi
     ++reduced_runs;
     if (longest < 0 || dims[i].size >= dims[longest].size) longest = i;  // ties: the inner one
   }
+  for (int64_t i = 0; contiguous_from > 0 && i < count; ++i)
+    if (dims[i].reduced && dims[i].in_stride == 1 && dims[i].size >= contiguous_from) longest = i;
   Layout3 l;
   if (reduced_runs > 1) {
     if (!allow_combine) return false;

@@ -79,9 +79,17 @@ DIMS_CASES = [
     ("short reduction, many outputs", lambda d: _small_ints((1100, 3, 16), d), 1),
     ("short reduction, transposed result", lambda d: _small_ints((3000, 7, 5), d).transpose(0, 2), 1),
     ("stride-0 reduced dim", lambda d: _small_ints((40, 1, 33), d).expand(40, 9, 33), 1),
-    # Dense slabs of rows and narrow columns of up to 8 elements an output: an output a thread
-    # from shared memory; short reductions of few outputs: tiles in blocks under 256 threads.
-    ("dense short rows (slabs)", lambda d: _small_ints((70001, 3), d), -1),
+    # Dense short rows: a vector's worth of rows a thread, the last rows an element a load
+    # (short_rows_kernel); unaligned, slabs. Dense slabs of narrow columns of up to 8 elements
+    # an output: an output a thread from shared memory; short reductions of few outputs: tiles
+    # in blocks under 256 threads.
+    ("dense short rows", lambda d: _small_ints((400001, 3), d), -1),  # 1 MiB and more
+    ("dense rows of 7", lambda d: _small_ints((150011, 7), d), -1),
+    ("dense short rows, unaligned (slabs)", lambda d: _small_ints((70002, 3), d)[1:], -1),
+    # Several reduced runs whose contiguous one is first (rows, then each result's partials);
+    # long narrow columns of several outer indexes (split, then their combine).
+    ("several reduced runs, rows first", lambda d: _small_ints((16, 64, 300), d)[:, ::2], None),
+    ("long narrow columns", lambda d: _small_ints((5, 20011, 28), d), 1),
     ("narrow columns (slabs)", lambda d: _small_ints((3001, 3, 28), d).permute(0, 2, 1), -1),
     ("few short reductions (small tiles)", lambda d: _small_ints((8, 224, 40), d).permute(0, 2, 1), 0),
 ]

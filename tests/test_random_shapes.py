@@ -291,8 +291,9 @@ print(*(torch_reduce.explain(v, 1)['plan']['steps'][0]['kernel'] for v in (x, t,
         assert r.returncode == 0, r.stderr
         return r.stdout.split(), r.stderr
 
-    assert kernels_with(None)[0] == ["small_kernel", "tile_kernel", "slab_kernel"]
-    got = kernels_with("small_elements=1,small_most=1,transpose_least_inner=16,slabs_least_bytes=4194304")[0]
+    assert kernels_with(None)[0] == ["small_kernel", "tile_kernel", "short_rows_kernel"]
+    got = kernels_with("small_elements=1,small_most=1,transpose_least_inner=16,slabs_least_bytes=4194304,"
+                       "short_rows_least_bytes=1099511627776")[0]
     assert got[0] != "small_kernel" and got[1:] == ["transpose_tile_kernel", "tile_kernel"], got
     got, err = kernels_with("small_elements=none")
     assert got[0] == "small_kernel" and "TREDUCE_TUNING" in err
@@ -468,6 +469,14 @@ PLAN_CASES = [
     Case("sum", [14, 1024, 64, 3], "transpose", [1, 0], [0, 1, 2], "bfloat16"),
     Case("sum", [512, 1024, 3], "contiguous", [], [0, 1], "int32"),
     Case("mean", [1001, 65, 3], "contiguous", [], [0, 1], "float32"),
+    # several reduced runs, the contiguous one not the longest: rows first (Planner::rows_first)
+    Case("mean", [16, 128, 1000], "slice", [1, 2], None, "float32"),
+    Case("var", [768, 14, 128], "contiguous", [], [0, 2], "float16"),
+    Case("std_mean", [17, 128, 28, 16], "slice", [1, 2], None, "bfloat16"),
+    # long narrow columns of several outer indexes: split, not one pass (columns_one_pass_rows)
+    Case("mean", [40, 5003, 28], "contiguous", [], -2, "float16"),
+    # transposed short reductions of 1-byte inputs over inner runs of 32: tiles
+    Case("amin", [2, 3001, 13, 32], "transpose", [0, 3], -1, "uint8"),
     # the small kernel past its sizes (small_beats_passes)
     Case("nansum", [16, 56, 128, 32], "contiguous", [], [1, 3], "float16"),
     Case("mean", [7, 96, 96, 8], "transpose", [1, 2], [0, 3], "float32"),
@@ -548,6 +557,36 @@ def test_word_rows_from_misaligned_storage(device):
         assert torch.equal(torch_reduce.argmax(x, 1), x.argmax(1)), (dtype, seed)
         if dtype != torch.bfloat16:  # integer sums: exact
             assert torch.equal(torch_reduce.sum(x, 1), x.sum(1)), (dtype, seed)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_dense_short_rows_against_torch(device):
+    # Dense rows of 3, 5, 6 and 7 elements (CUDA: short_rows_kernel, a 16-byte vector's worth of
+    # rows a thread, from 16-byte aligned inputs of 1 MiB or more), every input width and operator kind, row
+    # counts that are and are not multiples of a thread's rows (2 to 16), and the same rows one
+    # row in (not aligned: another kernel); with a NaN and an infinity in some rows.
+    gen, seed = fresh_generator(device)
+    failures = []
+    ops = [("sum", "int64"), ("mean", "bfloat16"), ("var_mean", "float32"), ("argmax", "int16"), ("aminmax", "uint8"),
+           ("logsumexp", "float16"), ("prod", "float64"), ("any", "bool"), ("std", "float64"), ("amin", "int8"),
+           ("nansum", "bfloat16"), ("count_nonzero", "int32"), ("argmin", "float32"), ("max", "float16")]
+    for k, (op, dtype) in enumerate(ops):
+        for reduced in (3, 5, 6, 7):
+            # past the small kernel's sizes and Tuning::short_rows_least_bytes (1 MiB)
+            rows = (360448, 360451, 370000 + 8 * k + reduced)[(k + reduced) % 3]
+            case = Case(op, [rows + 1, reduced], "contiguous", [], -1, dtype)
+            x = random_shapes.make_input(case, device, gen)
+            if x.dtype.is_floating_point:
+                x[rows // 3, reduced // 2] = float("nan")
+                x[rows // 2, 0] = float("inf")
+            _, ours_fn = random_shapes.calls(case)
+            for v in (x[:rows], x[1:]):
+                if device == "cuda" and v.data_ptr() % 16 == 0:
+                    assert kernels(torch_reduce.explain(v, -1, op)) == ["short_rows_kernel"], (op, dtype, reduced)
+                problem = random_shapes.check(case, v, ours_fn(v), random_shapes.reference(case, v))
+                if problem:
+                    failures.append(f"{op} {dtype} {tuple(v.shape)} offset {v.storage_offset()}: {problem}")
+    assert not failures, f"seed {seed}:\n" + "\n".join(failures)
 
 
 @pytest.mark.parametrize("device", DEVICES)

@@ -46,6 +46,7 @@ inline constexpr int kColumnsBlock = 256;  // columns_kernel: X across the outpu
 inline constexpr int kNarrowBlock = 128;   // columns_kernel of 8-byte vectors (2-byte inputs)
 inline constexpr int kColumnsMaxY = 32;
 inline constexpr int kPartialsX = 32;  // outputs per block of the column combine
+inline constexpr int kBlockPartials = 256;  // block_partials_kernel: a block an output
 inline constexpr int kSmallBlock = 256;
 inline constexpr int kSmallLoads = 8;
 // Vector loads a thread the small kernel's team is sized for (single elements: kSmallLoads).
@@ -61,6 +62,11 @@ inline constexpr int kMapBlock = 256;
 inline constexpr int kMapLoads = 8;
 inline constexpr int kSlabBlock = 256;
 inline constexpr int kSlabBytes = 8192;  // a block's shared memory of slabs
+inline constexpr int kShortRowsBlock = 256;
+// Dense rows of these lengths go to short_rows_kernel (its instances): rows of 2, 4 and 8
+// elements are whole 16-byte vectors or aligned words of every input size (whole_rows_kernel,
+// tile_kernel's words).
+constexpr bool short_rows_length(int64_t reduced) { return reduced == 3 || reduced == 5 || reduced == 6 || reduced == 7; }
 // Short rows (teams of up to kDependentTeam lanes) are launched with programmatic dependence.
 inline constexpr int kDependentTeam = 8;
 
@@ -127,6 +133,27 @@ struct Tuning {
   // Columns: about this many blocks a multiprocessor keep the memory busy (H100: two rather
   // than three, (65536, 128) float32 over dim 0 8.68 -> 8.20 us; four were slower).
   int64_t columns_blocks_per_sm = 2;
+  // Columns kept to one pass (32 threads down, no split) where that still gives a block a
+  // multiprocessor: up to this many rows a thread. Without a bound, mean over dim -2 of (40,
+  // 50257, 28) float16 ran 160 blocks, 1570 rows a thread: 180 us in CUDA graphs against
+  // torch.compile's 39 (H200).
+  int64_t columns_one_pass_rows = 64;
+  // Several reduced runs (Layout3::combine) whose innermost is contiguous and at least
+  // combine_rows_least_bytes long, but not the longest, for up to combine_rows_outputs results:
+  // that run first, as rows, where each result then has at most combine_rows_most partials.
+  // fold_layout made the longest run the first pass: columns over the contiguous run, split, then
+  // one or two combines. In CUDA graphs, H200, us (torch.compile): full mean of (16, 128,
+  // 1000)[:, ::2] float32 7.28 -> 3.53 (3.40); var over dims 0 and 2 of (768, 14, 128) float16
+  // 9.64 -> 4.16 (4.41); full std_mean of (17, 128, 28, 16)[:, ::2] bfloat16 10.04 -> 4.39. Not
+  // for many results: var_mean over dims 0, 1 and 3 of (12, 128, 128, 80) float32, 128 results of
+  // 1536 rows of 80, 22.1 -> 45.7 (1536 partials a result where columns left 80).
+  int64_t combine_rows_least_bytes = 256, combine_rows_most = 2048, combine_rows_outputs = 32;
+  // Up to block_partials_outputs outputs of at least block_partials_least partials each: a block
+  // of kBlockPartials threads an output (block_partials_kernel), a round of loads a thread, not
+  // column_partials_kernel's 32 threads an output (2048 partials of one output: 8 rounds). Full
+  // amax of (40, 1024, 56, 3)[:, ::3] float32, 6720 partials: 12.24 -> 5.70 us (torch.compile
+  // 8.03; H200, CUDA graphs).
+  int64_t block_partials_outputs = 16, block_partials_least = 256;
   // Small columns of 32 to 8 * kColumnsMaxY rows and up to 2^19 elements: an output a thread, one
   // pass (H200, logsumexp over dim 0 of (128, 3584) bfloat16 3.53 -> 2.28 us), threads down
   // each column until a thread has at most small_columns_per_thread rows (4: a round of loads).
@@ -150,6 +177,16 @@ struct Tuning {
   // read as words of 4, left most lanes idle (amax bfloat16 inner 24 150 -> 376, int8 sum
   // inner 31 84 -> 203).
   int64_t transpose_least_inner = 32;
+  // ... and from this long for 1- and 2-byte inputs, whose tiles are 4 elements a lane (128
+  // wide): at an inner run of 32 three lanes in four were idle (amin over the dim of 2 of (2,
+  // 32064, 13, 32).transpose(0, 3) uint8, 416832 outputs: 135 us in transpose tiles, torch.compile
+  // 9.9, torch 105; H200).
+  int64_t transpose_narrow_least_inner = 64;
+  // Dense rows of 3, 5, 6 or 7 elements, 16-byte aligned, take short_rows_kernel from this many
+  // bytes of input: a thread's rows are a vector's worth, so few rows are few threads (nanmean
+  // over rows of 5 of 14336 bfloat16 rows, 1792 threads: 4.62 us against tile_kernel's 3.88,
+  // a thread a row; H200, CUDA graphs).
+  int64_t short_rows_least_bytes = int64_t(1) << 20;
   // tile_kernel's blocks shrink from 256 threads down to this many while its grid has fewer
   // blocks than multiprocessors (an output a thread first); 256: never.
   int64_t tile_least_threads = 64;
@@ -183,6 +220,12 @@ inline constexpr TuningField kTuningFields[] = {
     {"rows_block_loads", &Tuning::rows_block_loads},
     {"rows_segment_waves", &Tuning::rows_segment_waves},
     {"columns_blocks_per_sm", &Tuning::columns_blocks_per_sm},
+    {"columns_one_pass_rows", &Tuning::columns_one_pass_rows},
+    {"combine_rows_least_bytes", &Tuning::combine_rows_least_bytes},
+    {"combine_rows_most", &Tuning::combine_rows_most},
+    {"combine_rows_outputs", &Tuning::combine_rows_outputs},
+    {"block_partials_outputs", &Tuning::block_partials_outputs},
+    {"block_partials_least", &Tuning::block_partials_least},
     {"small_columns_most", &Tuning::small_columns_most},
     {"small_columns_per_thread", &Tuning::small_columns_per_thread},
     {"interleaved_bytes", &Tuning::interleaved_bytes},
@@ -191,6 +234,8 @@ inline constexpr TuningField kTuningFields[] = {
     {"quarter_tiles_per_sm", &Tuning::quarter_tiles_per_sm},
     {"slabs_least_bytes", &Tuning::slabs_least_bytes},
     {"transpose_least_inner", &Tuning::transpose_least_inner},
+    {"transpose_narrow_least_inner", &Tuning::transpose_narrow_least_inner},
+    {"short_rows_least_bytes", &Tuning::short_rows_least_bytes},
     {"tile_least_threads", &Tuning::tile_least_threads},
 };
 
@@ -284,6 +329,8 @@ enum class Kernel : uint8_t {
   TransposeTiles,  // transpose_tile_kernel
   Slabs,           // slab_kernel
   VectorWarp,      // small_warp_kernel: a full reduction of up to a warp's worth of vectors
+  ShortRows,       // short_rows_kernel<reduced>: dense short rows, a vector's worth of rows a thread
+  BlockPartials,   // block_partials_kernel: the partials of each of a few outputs, a block each
 };
 
 inline const char* kernel_name(Kernel k) {
@@ -292,7 +339,8 @@ inline const char* kernel_name(Kernel k) {
       "small_kernel",  "map_kernel",         "rows_kernel",            "whole_rows_kernel",
       "two_vector_rows_kernel", "row_segments_kernel", "row_segments_ticket_kernel",
       "row_partials_kernel", "columns_kernel", "column_partials_kernel", "tile_kernel",
-      "transpose_tile_kernel", "slab_kernel", "small_warp_kernel"};
+      "transpose_tile_kernel", "slab_kernel", "small_warp_kernel", "short_rows_kernel",
+      "block_partials_kernel"};
   return names[int(k)];
 }
 

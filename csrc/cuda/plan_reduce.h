@@ -32,13 +32,21 @@ class Planner {
       return;
     }
     Layout3 folded;
-    if (l.combine > 1) p_.workspace = combined(l);
+    Layout3 rows;
+    if (l.combine > 1) p_.workspace = combined(rows_first(l, &rows) ? rows : l);
     else if (fold_interleaved(l, &folded)) p_.workspace = combined(folded);
     else p_.workspace = size_t(layout(l, kResult, 0));
   }
 
  private:
   static constexpr int64_t kResult = -1;  // a step's `to`: the result, not partials
+
+  // The inner run from which transposed short reductions take transpose tiles (Tuning).
+  int64_t transpose_least_inner() const {
+    return transpose_vector(t_.in_bytes, t_.acc_bytes) > 1
+               ? std::max(k_.transpose_least_inner, k_.transpose_narrow_least_inner)
+               : k_.transpose_least_inner;
+  }
 
   // ---- small_kernel ------------------------------------------------------------------------
 
@@ -278,6 +286,7 @@ class Planner {
     // aligned words (H200, us: amax over rows of 8 uint8 of (2^20, 8) slabs 6.7, tiles of words
     // 12.7; through two outer runs, (14336, 77, 8), slabs 19.1, tiles of words 14.9).
     const int64_t whole_loads = whole_rows_loads(l);
+    if (short_rows(l, to)) return 0;
     if (l.reduced <= kTileReduced && whole_loads == 0) {
       SlabShape slabs;
       if (slab_shape(l, &slabs) && (slabs.linear || tile_word(l) == 0)) return slabs_or_tiles(l, slabs, to);
@@ -307,6 +316,34 @@ class Planner {
       return 0;
     }
     return row_segments(l, loads, whole, to, ws);
+  }
+
+  // Dense rows of 3, 5, 6 or 7 elements (row o at o * reduced, its result at o, the input
+  // 16-byte aligned): short_rows_kernel, a thread the rows of `reduced` 16-byte vectors (16 /
+  // in_bytes rows), all loaded at once, reduced in registers, their results stored as one run.
+  // slab_kernel staged a block's rows in shared memory, then reduced an output a thread with its
+  // index arithmetic and store. In CUDA graphs, H200, us, slabs -> this (torch.compile): mean over
+  // rows of 3 of (128, 128, 128, 3) bfloat16 12.92 -> 5.98 (3.62); std over rows of 3 of (1024,
+  // 128, 128, 3) float32 120.2 -> 62.8 (63.0); aminmax over rows of 3 of (96, 97, 112, 3) int32
+  // 7.92 -> 3.69 (3.25); all over rows of 7 of (3, 32000, 7) bfloat16 2.44 -> 1.46 (1.37).
+  // Predicted ~2x from the instructions (a vector's worth of rows from registers against an
+  // output a thread from shared memory): got 1.7-2.2x.
+  bool short_rows(const Layout3& l, int64_t to) {
+    if (!short_rows_length(l.reduced) || l.in_reduced != 1 || l.inner != 1 || l.combine != 1 ||
+        l.outer_runs.runs > 1 || l.outer < 2 || l.in_outer != l.reduced || l.out_outer != 1 || in_.address % 16 != 0 ||
+        l.outer * l.reduced * t_.in_bytes < k_.short_rows_least_bytes)
+      return false;
+    // Blocks of 256 threads, fewer (down to 64) while that leaves blocks fewer than two a
+    // multiprocessor, as tile_kernel's.
+    const int64_t threads = ceil_div(l.outer, int64_t(16 / t_.in_bytes));
+    int block = kShortRowsBlock;
+    while (block > 64 && ceil_div(threads, int64_t(block)) < 2 * int64_t(d_.sm_count)) block /= 2;
+    const int64_t blocks = ceil_div(threads, int64_t(block));
+    if (blocks > kMaxGridX) return false;
+    Step& s = p_.add(Kernel::ShortRows);
+    s.grid[0] = blocks, s.block[0] = block, s.dependent = true, s.layout = l, s.to = to;
+    s.loads = int(l.reduced);
+    return true;
   }
 
   // Few long rows: as many segments per row as make the blocks fill whole waves of the device,
@@ -367,7 +404,7 @@ class Planner {
   // run, a tile of each at least: transpose_tile_kernel, whole words of V elements where every
   // row's start is aligned to them.
   int64_t tiles(const Layout3& l, int64_t to) {
-    if (transposable(l, k_.transpose_least_inner)) {
+    if (transposable(l, transpose_least_inner())) {
       const int64_t V = transpose_vector(t_.in_bytes, t_.acc_bytes);
       const int64_t inner_tiles = ceil_div(l.inner, kTransposeTile * V);
       const int64_t blocks = inner_tiles * ceil_div(l.outer, int64_t(kTransposeTile));
@@ -511,7 +548,8 @@ class Planner {
         Y = 16;
       } else if (blocks_for(kColumnsMaxY) >= wanted) {
         Y = kColumnsMaxY;
-      } else if ((blocks_for(kColumnsMaxY) >= d_.sm_count && l.reduced >= 4 * kColumnsMaxY) ||
+      } else if ((blocks_for(kColumnsMaxY) >= d_.sm_count && l.reduced >= 4 * kColumnsMaxY &&
+                  l.reduced <= k_.columns_one_pass_rows * kColumnsMaxY) ||
                  l.reduced <= 8 * kColumnsMaxY) {
         // (Up to 8 rows a thread: two rounds of loads cost less than a second kernel. sum(x, 0)
         // of (128, 6144) bfloat16 was split in two, 3.7 us in CUDA graphs against
@@ -598,6 +636,12 @@ class Planner {
 
   // column_partials_kernel: each output's `count` partials at [partial][output] combined in order.
   void partials_step(const Layout3& l, int64_t count, int64_t from, int64_t to) {
+    if (l.outer * l.inner <= k_.block_partials_outputs && count >= k_.block_partials_least) {
+      Step& s = p_.add(Kernel::BlockPartials);
+      s.grid[0] = l.outer * l.inner, s.block[0] = kBlockPartials;
+      s.dependent = true, s.layout = l, s.from = from, s.count = count, s.to = to;
+      return;
+    }
     int partial_y = 1;
     while (partial_y < 32 && partial_y < count) partial_y *= 2;
     Step& s = p_.add(Kernel::ColumnPartials);
@@ -656,7 +700,7 @@ class Planner {
     // way: transpose_tile_kernel, dense or not. Slabs store such results one by one, far apart
     // (var over the dim of 3 of a channels_last (112, 32, 197, 3) float32: 16.7 us in slabs,
     // torch.compile 3.1).
-    if (transposable(l, k_.transpose_least_inner)) return tiles(l, to);
+    if (transposable(l, transpose_least_inner())) return tiles(l, to);
     // Also short columns whose V outputs a thread hold 64 bytes of accumulators or more
     // (positions' 16 bytes, min-max pairs of 2-byte inputs): the columns kernel parks them in
     // shared memory and ran at an eighth of DRAM's peak (in CUDA graphs, H200, us: argmax over
@@ -735,6 +779,26 @@ class Planner {
     f.in_reduced = f.inner;
     f.out_inner = 1;
     f.combine = k;
+    *out = f;
+    return true;
+  }
+
+  // Several reduced runs whose innermost is contiguous (Tuning::combine_rows_least_bytes long)
+  // but not the one fold_layout made the first pass, for few results: the same reduction with
+  // that run first, read as rows, where each result has at most Tuning::combine_rows_most
+  // partials (Tuning).
+  bool rows_first(const Layout3& l, Layout3* out) const {
+    const IndexedLayout& x = in_.indexed;
+    if (l.in_reduced == 1 || !x.usable || !x.reduced.innermost_contiguous() || x.outputs > k_.combine_rows_outputs)
+      return false;
+    const int64_t run = x.reduced.size[x.reduced.runs - 1];
+    if (run * t_.in_bytes < k_.combine_rows_least_bytes || x.count / run > k_.combine_rows_most) return false;
+    DimInfo dims[2 * kMaxOuterRuns];
+    int64_t n = 0;
+    for (int q = 0; q < x.kept.runs; ++q) dims[n++] = {x.kept.size[q], x.kept.in[q], x.kept.out[q], false};
+    for (int q = 0; q < x.reduced.runs; ++q) dims[n++] = {x.reduced.size[q], x.reduced.in[q], 0, true};
+    Layout3 f;
+    if (!fold_layout(dims, n, &f, true, nullptr, run) || f.in_reduced != 1) return false;
     *out = f;
     return true;
   }

@@ -252,11 +252,13 @@ void check_plans() {
   p = plan_reduce(h100, i8_min, short_columns);
   expect(kernels(p) == "tile_kernel" && p.step[0].grid[0] == 258 && p.step[0].a_bits == 8 && p.step[0].loads == 8,
          "plan: (7, 132096) int8 min over dim 0 is tiles: " + kernels(p));
-  // amax over rows of 3 bool (a thread a row, A along the rows): the instance unrolled for 4
-  // elements, not 16.
+  // amax over rows of 3 bool (a thread a row, A along the rows, where short_rows_kernel is not
+  // taken: Tuning::short_rows_least_bytes): the instance unrolled for 4 elements, not 16.
   OpTraits bool_max;
   bool_max.in_bytes = 1, bool_max.acc_bytes = 1;
-  p = plan_reduce(h100, bool_max, plan_input({262144, 3}, {3, 1}, {1}));
+  Tuning no_short_rows;
+  no_short_rows.short_rows_least_bytes = int64_t(1) << 40;
+  p = plan_reduce(h100, bool_max, plan_input({262144, 3}, {3, 1}, {1}), no_short_rows);
   expect(kernels(p) == "tile_kernel" && p.step[0].a_is_outer && p.step[0].loads == 4,
          "plan: rows of 3 are tiles of the 4-element instance: " + kernels(p));
   // ... and not where each thread keeps several rows: 12 rows, Y = 4 (float32 sums).
@@ -273,15 +275,78 @@ void check_plans() {
   p = plan_reduce(h100, f32_sum, half_tile, from16);
   expect(kernels(p) == "transpose_tile_kernel" && p.step[0].grid[0] == 1536 && p.step[0].inner_tiles == 1,
          "plan: ... transpose tiles from inner runs of 16: " + kernels(p));
-  // Short rows of a small input: slabs, or tiles under Tuning::slabs_least_bytes (96000 rows of 7
-  // float32, 2.7 MB).
+  // Dense rows of 7 float32 (96000 of them, 2.7 MB): short_rows_kernel, 7 vectors of 4 rows a
+  // thread, 24000 threads in blocks of 64 (375 blocks; blocks of 128 would give fewer than two a
+  // multiprocessor); without it (Tuning::short_rows_least_bytes) slabs, or tiles under
+  // Tuning::slabs_least_bytes.
   const PlanInput rows7 = plan_input({96000, 7}, {7, 1}, {1});
   p = plan_reduce(h100, f32_sum, rows7);
-  expect(kernels(p) == "slab_kernel", "plan: rows of 7 are slabs: " + kernels(p));
-  Tuning slabs_from_4mb;
+  expect(kernels(p) == "short_rows_kernel" && p.step[0].loads == 7 && p.step[0].block[0] == 64 &&
+             p.step[0].grid[0] == 375,
+         "plan: dense rows of 7 are short rows: " + plan_json(p));
+  p = plan_reduce(h100, f32_sum, plan_input({96000, 7}, {8, 1}, {1}));
+  expect(kernels(p) != "short_rows_kernel", "plan: ... not where the rows are not one run: " + kernels(p));
+  p = plan_reduce(h100, f32_sum, plan_input({20000, 7}, {7, 1}, {1}));
+  expect(kernels(p) != "short_rows_kernel", "plan: ... nor under 1 MiB (few threads): " + kernels(p));
+  p = plan_reduce(h100, f32_sum, rows7, no_short_rows);
+  expect(kernels(p) == "slab_kernel", "plan: rows of 7 are slabs without short rows: " + kernels(p));
+  Tuning slabs_from_4mb = no_short_rows;
   slabs_from_4mb.slabs_least_bytes = 4 << 20;
   p = plan_reduce(h100, f32_sum, rows7, slabs_from_4mb);
   expect(kernels(p) == "tile_kernel" && p.step[0].a_is_outer, "plan: ... tiles under 4 MB of input: " + kernels(p));
+  // Long narrow columns of several outer indexes, float16 mean over dim 1 of (40, 50257, 28): the
+  // reduced dim split (27 splits of 1862 rows) and combined, not one pass of 1570 rows a thread
+  // (Tuning::columns_one_pass_rows).
+  OpTraits f16_sum;
+  f16_sum.in_bytes = 2;
+  const PlanInput narrow_columns = plan_input({40, 50257, 28}, {1407196, 28, 1}, {1});
+  p = plan_reduce(h100, f16_sum, narrow_columns);
+  expect(kernels(p) == "columns_kernel + column_partials_kernel" && p.step[0].grid[1] == 27 && p.step[0].per == 1862,
+         "plan: long narrow columns are split: " + plan_json(p));
+  Tuning one_pass;
+  one_pass.columns_one_pass_rows = 1 << 20;
+  p = plan_reduce(h100, f16_sum, narrow_columns, one_pass);
+  expect(kernels(p) == "columns_kernel" && p.step[0].per == 50257, "plan: ... one pass without the bound: " + plan_json(p));
+  // Transposed short reductions of 1-byte inputs over inner runs of 32 (amin over the dim of 2 of
+  // (2, 32064, 13, 32).transpose(0, 3)): tiles, not transpose tiles 128 wide
+  // (Tuning::transpose_narrow_least_inner); inner runs of 64 take transpose tiles.
+  OpTraits u8_min;
+  u8_min.in_bytes = 1, u8_min.acc_bytes = 1;
+  p = plan_reduce(h100, u8_min, plan_input({32, 32064, 13, 2}, {1, 416, 32, 13338624}, {3}));
+  expect(kernels(p) == "tile_kernel" && p.step[0].a_is_outer, "plan: 1-byte transposed, inner 32: tiles: " + kernels(p));
+  p = plan_reduce(h100, u8_min, plan_input({64, 4096, 13, 2}, {1, 832, 64, 3407872}, {3}));
+  expect(kernels(p) == "transpose_tile_kernel", "plan: ... inner 64: transpose tiles: " + kernels(p));
+  // Several reduced runs whose contiguous one is not the longest: that one first, as rows, then
+  // each result's partials (Tuning::combine_rows_least_bytes, combine_rows_most). A full sum of
+  // (16, 128, 1000)[:, ::2]: 1024 rows of 1000, then 1024 partials (columns of 1000 split 32
+  // ways and two combines before). One output's 1024 partials: a block's combine
+  // (Tuning::block_partials_outputs), not 32 threads'.
+  p = plan_of({16, 64, 1000}, {128000, 2000, 1}, {0, 1, 2});
+  expect(kernels(p) == "rows_kernel + block_partials_kernel" && p.step[1].count == 1024 &&
+             p.step[1].grid[0] == 1 && p.step[1].block[0] == kBlockPartials && p.step[0].layout.reduced == 1000,
+         "plan: a sliced full sum is rows, then their partials: " + plan_json(p));
+  Tuning longest_first;
+  longest_first.combine_rows_least_bytes = int64_t(1) << 40;
+  p = plan_reduce(h100, f32_sum, plan_input({16, 64, 1000}, {128000, 2000, 1}, {0, 1, 2}), longest_first);
+  expect(kernels(p) == "columns_kernel + column_partials_kernel + block_partials_kernel",
+         "plan: ... the longest run first without it: " + kernels(p));
+  // ... not where each result would have more than combine_rows_most partials: (4096, 77, 256)
+  // over dims 0 and 2 keeps 4096 rows down each column, 256 partials a result.
+  p = plan_of({4096, 77, 256}, {19712, 256, 1}, {0, 2});
+  expect(p.step[0].kernel == Kernel::Columns && p.step[p.steps - 1].count == 256,
+         "plan: rows first only up to combine_rows_most partials: " + plan_json(p));
+  // ... nor for many results: var_mean over dims 0, 1 and 3 of (12, 128, 128, 80), 128 results
+  // (Tuning::combine_rows_outputs), keeps columns over 1536 rows, 80 partials a result.
+  OpTraits f32_welford;
+  f32_welford.acc_bytes = 12, f32_welford.group_rows = true;
+  p = plan_reduce(h100, f32_welford, plan_input({12, 128, 128, 80}, contiguous_strides({12, 128, 128, 80}), {0, 1, 3}));
+  expect(p.step[0].kernel == Kernel::Columns && p.step[p.steps - 1].count == 80,
+         "plan: rows first only for few results: " + plan_json(p));
+  Tuning no_block_partials;
+  no_block_partials.block_partials_outputs = 0;
+  no_block_partials.block_partials_least = int64_t(1) << 40;
+  p = plan_reduce(h100, f32_sum, plan_input({16, 64, 1000}, {128000, 2000, 1}, {0, 1, 2}), no_block_partials);
+  expect(kernels(p) == "rows_kernel + column_partials_kernel", "plan: ... 32 threads an output without: " + kernels(p));
   // Small columns: threads down until each has at most 4 rows (56 rows: 16 down, 3.5 rows each).
   p = plan_of({56, 1792}, {1792, 1}, {0});
   expect(kernels(p) == "columns_kernel" && p.step[0].block[1] == 16 && p.step[0].block[0] == 16 &&

@@ -12,9 +12,12 @@
 //  - full reduction of a contiguous run: the vector kernel (vector.cuh);
 //  - maps (one element a result) whose input and result run together along inner: several
 //    elements a thread (map_kernel);
-//  - several reduced runs (Layout3::combine): one pass over the longest run into partials, then
-//    a second kernel combines each result's partials (Planner::combined); also a few results
+//  - several reduced runs (Layout3::combine): one pass over the longest run (for few results, the
+//    contiguous one where it is long enough: rows) into partials, then a second kernel combines
+//    each result's partials, a block each for a few results (Planner::combined); also a few results
 //    interleaved in one long run, read as rows of k results each (fold_interleaved);
+//  - dense rows of 3, 5, 6 or 7 elements, one run of memory, 16-byte aligned, from 1 MiB: a
+//    thread the rows of that many 16-byte vectors, reduced in registers (short_rows_kernel);
 //  - dense slabs (each outer index's [reduced][inner] elements one contiguous block of at most
 //    kSlabBytes) of short rows, short columns and columns narrower than 128 bytes (short
 //    columns of wide accumulators as well as where tiles would be taken): a block stages
@@ -1164,7 +1167,8 @@ map_kernel(const typename R::In* x, Layout3 l, Sink out) {
 // 13.7 -> 12.4 us, amax over dim -1 of (50257, 3, 28).permute(0, 2, 1) float32 7.74 -> 7.20, std
 // over rows of 3 float32 115.8 -> 119.3 (H200, hot). Still 2-3.5x torch.compile's kernel (3.6,
 // 3.1, 63.4), which keeps a row's elements in one thread's registers without the shared memory
-// pass.
+// pass: dense aligned rows of 3, 5, 6 and 7 from 1 MiB now take short_rows_kernel (below; the
+// mean 12.9 -> 6.0 us, the std 120.2 -> 62.8).
 
 // Division of n < 2^31 by d from (magic, shift) as RunIndex's.
 __device__ __forceinline__ uint32_t divide(uint32_t n, uint32_t magic, uint32_t shift) {
@@ -1263,6 +1267,49 @@ slab_kernel(const typename R::In* x, Layout3 l, SlabShape s, Sink out) {
   }
 }
 
+// Dense rows of kR elements (3, 5, 6 or 7): row o at x[o * kR], its result at o (plan_reduce.h's
+// short_rows, with the measurements). A thread takes kP = 16 / sizeof(In) consecutive rows, which are kR whole 16-byte
+// vectors (the input 16-byte aligned): all kR loaded at once, each row reduced from registers
+// (short_reduction, constant indexes), the kP results stored as one run. The last rows, fewer
+// than kP, an element a load. Blocks of 64 to kShortRowsBlock threads.
+template <class R, int kR>
+__global__ void __launch_bounds__(kShortRowsBlock)
+short_rows_kernel(const typename R::In* x, int64_t rows, Sink out) {
+  using Op = typename R::Op;
+  using In = typename R::In;
+  constexpr int kP = 16 / int(sizeof(In));
+  const int64_t o0 = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) * kP;
+  const uint4* p = reinterpret_cast<const uint4*>(x) + (o0 / kP) * kR;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  cudaGridDependencySynchronize();
+  cudaTriggerProgrammaticLaunchCompletion();
+#endif
+  if (o0 >= rows) return;
+  if (o0 + kP <= rows) {
+    uint4 v[kR];
+#pragma unroll
+    for (int u = 0; u < kR; ++u) v[u] = __ldg(p + u);
+    In e[kP * kR];
+    memcpy(e, v, sizeof(v));
+    typename R::Acc acc[kP];
+#pragma unroll
+    for (int j = 0; j < kP; ++j) {
+      In row[kR];
+#pragma unroll
+      for (int k = 0; k < kR; ++k) row[k] = e[j * kR + k];
+      acc[j] = short_reduction<R>(row, kR);
+    }
+    store_run<Op>(out, o0, acc);
+    return;
+  }
+  for (int64_t o = o0; o < rows; ++o) {
+    In row[kR];
+#pragma unroll
+    for (int k = 0; k < kR; ++k) row[k] = x[o * kR + k];
+    store_acc<Op, In>(out, o, short_reduction<R>(row, kR));
+  }
+}
+
 // Combines the splits of the column kernel: thread (x, y) of a block takes output
 // blockIdx.x * 32 + x and splits y, y + Y, ...; the Y are then combined in y order.
 template <class R>
@@ -1288,6 +1335,26 @@ column_partials_kernel(const typename R::Acc* partials, int splits, Layout3 l, S
   if (threadIdx.y > 0 || k >= outputs) return;
   for (int y = 1; y < int(blockDim.y); ++y) v = Op::combine(v, by_y[y][threadIdx.x]);
   store_acc<Op, typename R::In>(out, l.outer_out(k / l.inner) + (k % l.inner) * l.out_inner, v);
+}
+
+// The same combine for a few outputs (plan_reduce.h's partials_step): block b combines output
+// b's partials, thread t those at t, t + kBlockPartials, ... in order (all of a round's loads
+// issued together), then the block's threads in order (block_reduce). column_partials_kernel
+// gave each output 32 threads, a round trip to L2 for every 8 partials of each.
+template <class R>
+__global__ void __launch_bounds__(kBlockPartials)
+block_partials_kernel(const typename R::Acc* partials, int count, Layout3 l, Sink out) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  cudaGridDependencySynchronize();
+  chain_next_call();
+#endif
+  using Op = typename R::Op;
+  using Acc = typename R::Acc;
+  const int64_t outputs = l.outer * l.inner, k = blockIdx.x;
+  constexpr int kLoads = sizeof(Acc) <= 8 ? 8 : sizeof(Acc) <= 16 ? 4 : 2;
+  Acc v = combine_strided<R, kLoads>(partials + k, outputs, int(threadIdx.x), kBlockPartials, count);
+  v = block_reduce<Op, kBlockPartials>(v);
+  if (threadIdx.x == 0) store_acc<Op, typename R::In>(out, l.outer_out(k / l.inner) + (k % l.inner) * l.out_inner, v);
 }
 
 // ---- launch: what plan_reduce (cuda/plan_reduce.h) says, step by step ---------------------
@@ -1422,6 +1489,8 @@ cudaError_t launch_step(const Step& s, const ReduceArgs& a) {
       });
     case Kernel::ColumnPartials:
       return launch(column_partials_kernel<R>, static_cast<const Acc*>(partials), int(s.count), l, sink);
+    case Kernel::BlockPartials:
+      return launch(block_partials_kernel<R>, static_cast<const Acc*>(partials), int(s.count), l, sink);
     case Kernel::Tiles:
       switch (s.loads) {
         case 4: return launch(tile_kernel<R, 4>, x, l, s.a_bits, s.a_is_outer, s.word, sink);
@@ -1434,6 +1503,14 @@ cudaError_t launch_step(const Step& s, const ReduceArgs& a) {
       return launch(transpose_tile_kernel<R>, x, l, s.inner_tiles, s.flag, sink);
     case Kernel::Slabs:
       return launch(slab_kernel<R>, x, l, s.slabs, sink);
+    case Kernel::ShortRows:
+      switch (s.loads) {
+        case 3: return launch(short_rows_kernel<R, 3>, x, l.outer, sink);
+        case 5: return launch(short_rows_kernel<R, 5>, x, l.outer, sink);
+        case 6: return launch(short_rows_kernel<R, 6>, x, l.outer, sink);
+        case 7: return launch(short_rows_kernel<R, 7>, x, l.outer, sink);
+        default: return cudaErrorInvalidValue;
+      }
   }
   return cudaErrorInvalidValue;
 }
