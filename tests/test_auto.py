@@ -196,7 +196,9 @@ def test_segmented_rows_eager_and_graph_give_the_same_bits(op, dtype, shape):
 _ONE_KERNEL_CALLS = {
     "full": ((2**22 + 5,), None, "vector_sum_ticket_kernel"),
     "full_few_tiles": ((2**18 + 3,), None, "vector_sum_ticket_kernel"),
-    "segmented_rows": ((128, 65536), -1, "row_segments_ticket_kernel"),
+    # (16 rows: fewer than half the multiprocessors of any GPU it runs on, so segments; from
+    # half as many rows as multiprocessors each row is one block, nothing to combine)
+    "segmented_rows": ((16, 65536), -1, "row_segments_ticket_kernel"),
 }
 
 
@@ -205,7 +207,7 @@ _ONE_KERNEL_CALLS = {
 @pytest.mark.parametrize("case", list(_ONE_KERNEL_CALLS))
 def test_eager_calls_take_one_kernel(case, dtype):
     """An eager full sum of 2^22 elements, one of 2^18 (few tiles: blocks of 128 threads where
-    the GPU has 128 multiprocessors or more), and a sum over (128, 65536)'s rows, each launch one
+    the GPU has 128 multiprocessors or more), and a sum over (16, 65536)'s rows, each launch one
     kernel, the one whose last block combines the partials itself, and the result is right: the
     one-kernel path is taken, not just allowed."""
     shape, dim, name = _ONE_KERNEL_CALLS[case]
