@@ -2,7 +2,7 @@
 # The library built here, on a machine without a GPU, for a GPU machine to run as it is: against
 # the torch release that machine has (in the venv scripts/check_torch.sh makes for it), for its
 # GPU architecture, from the working tree (tracked files, uncommitted changes too; `git add` new
-# ones), stripped of debug sections and xz-compressed beside its build record (about 45 MB for
+# ones), stripped of debug sections and xz-compressed beside its build record (about 60 MB for
 # sm_90). A GPU machine then spends no time building (about 6 minutes of 16 cores there); here the
 # build is incremental, in a tree of its own under build/prebuilt kept between runs: a change to
 # kernels/dims.cuh recompiles the 16 CUDA sources that include it, about 20 minutes on 2 cores.
