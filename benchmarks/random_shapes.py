@@ -2,7 +2,7 @@
 torch.compile (CUDA) or torch (CPU), in one run: the cases no suite was tuned on.
 
     python benchmarks/random_shapes.py [--seed S] [--cases N] [--device cuda|cpu] [--out DIR]
-                                       [--modes hot,eager] [--reps R] [--small]
+                                       [--modes hot,eager] [--reps R] [--small] [--resume PARTIAL]
 
 A seeded generator draws each case: an op of the family, a shape of rank 1-4 whose sizes come from
 pools of model sizes (vocabularies, hidden sizes, head dims, sequence lengths, image sides,
@@ -11,7 +11,8 @@ permuted; sliced; expanded with stride 0; channels_last) and a dtype the op take
 checked against torch's before it is timed (values, dtype, shape, strides). Prints the distribution
 of ours / best peer (median, 10th percentile, minimum, counts below 1.0x and 0.9x, cases slower
 than torch eager) and the worst 20, and writes random_shapes.json (one summary line a case) and
-random_shapes.md to --out (default benchmarks/results/<gpu or cpu>).
+random_shapes.md to --out (default benchmarks/results/<gpu or cpu>). While it runs, the rows so far
+are in random_shapes_seedS.partial.json there; `--resume` that file (the same code) runs the rest.
 
 tests/test_random_shapes.py runs the same generator at small sizes (--small) against torch.
 """
@@ -339,7 +340,12 @@ def compile_share(args) -> None:
         del x
 
 
-def run(args) -> dict:
+def run(args, partial: pathlib.Path | None = None) -> dict:
+    """Every case in order; with `partial`, the rows so far are written there after each case
+    (a run cut short keeps them), and rows already there are taken as they are (--resume: the
+    inputs of those cases are drawn again, to keep the generator's sequence, but not timed)."""
+    import datetime
+
     import timing
     import torch_reduce
 
@@ -347,8 +353,18 @@ def run(args) -> dict:
     device = args.device
     gen = torch.Generator(device=device).manual_seed(args.seed)
     rows = []
+    if args.resume:
+        rows = json.loads(args.resume.read_text())["rows"]
+        labels = [c.label() for c in cases[:len(rows)]]
+        if [r["label"] for r in rows] != labels:
+            raise SystemExit(f"{args.resume}: its cases are not the first {len(rows)} of seed {args.seed}")
+    info = {"seed": args.seed, "cases": args.cases, "device": device,
+            "gpu": torch.cuda.get_device_name() if device == "cuda" else None, "torch": torch.__version__,
+            "date": datetime.date.today().isoformat(), "small": args.small, "threads": torch.get_num_threads()}
     for index, case in enumerate(cases):
         x = make_input(case, device, gen)
+        if index < len(rows):
+            continue
         torch_fn, ours_fn = calls(case)
         problem = check(case, x, ours_fn(x), reference(case, x))
         if problem:
@@ -377,13 +393,10 @@ def run(args) -> dict:
                 row[f"{name}_wall"] = timing.quantiles(timing.time_wall(lambda: fn(x), args.reps))[0]
         rows.append(row)
         print(json.dumps(row), flush=True)
+        if partial is not None:
+            write_json(partial, {**info, "partial": True, "rows": rows})
         del x
-    import datetime
-
-    return {"seed": args.seed, "cases": args.cases, "device": device,
-            "gpu": torch.cuda.get_device_name() if device == "cuda" else None, "torch": torch.__version__,
-            "date": datetime.date.today().isoformat(), "small": args.small, "threads": torch.get_num_threads(),
-            "rows": rows}
+    return {**info, "rows": rows}
 
 
 def summarize(result: dict, modes: list[str]) -> str:
@@ -446,6 +459,8 @@ def parse_args(argv=None):
     p.add_argument("--reps", type=int, default=15)
     p.add_argument("--small", action="store_true", help="the tests' sizes")
     p.add_argument("--out", type=pathlib.Path, default=None)
+    p.add_argument("--resume", type=pathlib.Path, default=None,
+                   help="a run's .partial.json (the same seed, cases, device and code): its rows kept, the rest run")
     p.add_argument("--precompile", type=int, default=0, help="processes that compile the peers' kernels first")
     p.add_argument("--compile-only", default=None, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
@@ -460,14 +475,16 @@ def main(argv=None) -> int:
         return 0
     if args.precompile and args.device == "cuda":
         precompile(args)
-    result = run(args)
-    text = summarize(result, args.modes)
-    print(text)
     name = _gpu_name() if args.device == "cuda" else "cpu"
     out = args.out or pathlib.Path(__file__).resolve().parent / "results" / name
     out.mkdir(parents=True, exist_ok=True)
     stem = f"random_shapes_seed{args.seed}"
+    partial = out / f"{stem}.partial.json"
+    result = run(args, partial)
+    text = summarize(result, args.modes)
+    print(text)
     write_json(out / f"{stem}.json", result)
+    partial.unlink(missing_ok=True)
     where = result["gpu"] or f"CPU, {result['threads']} threads"
     (out / f"{stem}.md").write_text(f"# Random shapes, seed {args.seed}, {args.cases} cases: {where}, torch "
                                     f"{result['torch']}, {result['date']}\n\n" + text + "\n")

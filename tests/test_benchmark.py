@@ -311,6 +311,31 @@ def test_tuning_trial_times_the_cases_planned_differently(tmp_path, capsys):
     assert "1 of 6 cases planned differently" in out and "  case 2 " in out and "the best peer" in out
 
 
+def test_random_shapes_keeps_partial_rows_and_resumes(tmp_path):
+    """benchmarks/random_shapes.py on the CPU, small: a finished run leaves its JSON and no
+    .partial.json; a run resumed from the first rows of another (its partial file) keeps those
+    rows as they are and runs the rest, the same cases in the same order; a partial file of other
+    cases is refused."""
+    import random_shapes
+
+    common = ["--seed", "11", "--cases", "5", "--small", "--device", "cpu", "--reps", "3"]
+    assert random_shapes.main(common + ["--out", str(tmp_path)]) == 0
+    full = json.loads((tmp_path / "random_shapes_seed11.json").read_text())
+    assert not (tmp_path / "random_shapes_seed11.partial.json").exists() and len(full["rows"]) == 5
+    cut = dict(full, partial=True, rows=full["rows"][:2])
+    for row in cut["rows"]:
+        row["ours_wall"] = 12345.0  # kept as it is, not timed again
+    resume = tmp_path / "cut.json"
+    resume.write_text(json.dumps(cut))
+    again = tmp_path / "again"
+    assert random_shapes.main(common + ["--out", str(again), "--resume", str(resume)]) == 0
+    rows = json.loads((again / "random_shapes_seed11.json").read_text())["rows"]
+    assert [r["label"] for r in rows] == [r["label"] for r in full["rows"]]
+    assert [r["ours_wall"] for r in rows[:2]] == [12345.0, 12345.0] and rows[2]["ours_wall"] != 12345.0
+    with pytest.raises(SystemExit, match="not the first 2"):
+        random_shapes.main(["--seed", "12"] + common[2:] + ["--out", str(again), "--resume", str(resume)])
+
+
 def test_cpu_ops_write_every_case(tmp_path):
     """benchmarks/cpu.py --ops, small: every op of its table, each dtype torch takes and every dim,
     checked against torch's result before it is timed."""
