@@ -634,7 +634,8 @@ class Planner {
     return c.splits * l.outer * l.inner * t_.acc_bytes;
   }
 
-  // column_partials_kernel: each output's `count` partials at [partial][output] combined in order.
+  // column_partials_kernel: each output's `count` partials at [partial][output] combined in order
+  // (block_partials_kernel for a few outputs of many partials: Tuning::block_partials_outputs).
   void partials_step(const Layout3& l, int64_t count, int64_t from, int64_t to) {
     if (l.outer * l.inner <= k_.block_partials_outputs && count >= k_.block_partials_least) {
       Step& s = p_.add(Kernel::BlockPartials);
