@@ -9,6 +9,7 @@
 #
 #   bash scripts/gpu_check.sh            # everything
 #   STAGES="build test" bash scripts/gpu_check.sh
+#   STAGES=test TEST_FILES="tests/test_dims.py tests/test_stats.py" bash scripts/gpu_check.sh
 #   BENCH_ARGS="--quick" bash scripts/gpu_check.sh    # arguments for benchmarks/bench.py
 #   DIMS_ARGS="--ops sum" bash scripts/gpu_check.sh   # arguments for benchmarks/bench.py --dims
 #   STAGES=distributed DISTRIBUTED_ARGS="--sizes 2^20,2^30" bash scripts/gpu_check.sh
@@ -56,10 +57,28 @@ elif has build; then
 fi
 
 if has test; then
+  # With pytest-xdist (the GPU machines have it): a worker a core up to 15, two threads each (the
+  # CPU tests of 15 workers of 16 threads each on 16 cores took 25-76 s a test, the whole stage
+  # past 20 minutes; this way about 150 s on an H200 machine), torch.compile's kernels compiled in
+  # each worker's own process (its pool of compile processes once hung a worker's exit), then the
+  # tests past 2^31 elements alone (beside 15 workers they once ran out of GPU memory).
   start=$SECONDS
-  timeout "${TEST_TIMEOUT:-1200}" python3 -m pytest tests -q -rfEs -p no:cacheprovider > "$LOGS/pytest.log" 2>&1
-  note "tests: $(grep -E '^(=+ )?[0-9]+ (passed|failed)|no tests ran' "$LOGS/pytest.log" | tail -1 | tr -d '=') ($((SECONDS - start)) s)"
-  grep -E '^(FAILED|ERROR)' "$LOGS/pytest.log" | head -20
+  if python3 -c "import xdist" 2> /dev/null; then
+    workers=$(( $(nproc) > 16 ? 15 : $(nproc) - 1 ))
+    workers=$(( workers < 1 ? 1 : workers ))
+    OMP_NUM_THREADS=2 TORCHINDUCTOR_COMPILE_THREADS=1 timeout "${TEST_TIMEOUT:-1200}" python3 -m pytest ${TEST_FILES:-tests} \
+      -q -rfEs -p no:cacheprovider -n "$workers" -k "not past_int32" > "$LOGS/pytest.log" 2>&1
+    note "tests ($workers workers): $(grep -E '^(=+ )?[0-9]+ (passed|failed)|no tests ran' "$LOGS/pytest.log" | tail -1 | tr -d '=') ($((SECONDS - start)) s)"
+    start=$SECONDS
+    timeout "${TEST_TIMEOUT:-1200}" python3 -m pytest ${TEST_FILES:-tests} -q -rfEs -p no:cacheprovider -k "past_int32" \
+      > "$LOGS/pytest_past_int32.log" 2>&1
+    note "tests past 2^31 elements: $(grep -E '^(=+ )?[0-9]+ (passed|failed|deselected)|no tests ran' "$LOGS/pytest_past_int32.log" | tail -1 | tr -d '=') ($((SECONDS - start)) s)"
+    grep -hE '^(FAILED|ERROR)' "$LOGS/pytest.log" "$LOGS/pytest_past_int32.log" | head -20
+  else
+    timeout "${TEST_TIMEOUT:-1200}" python3 -m pytest ${TEST_FILES:-tests} -q -rfEs -p no:cacheprovider > "$LOGS/pytest.log" 2>&1
+    note "tests: $(grep -E '^(=+ )?[0-9]+ (passed|failed)|no tests ran' "$LOGS/pytest.log" | tail -1 | tr -d '=') ($((SECONDS - start)) s)"
+    grep -E '^(FAILED|ERROR)' "$LOGS/pytest.log" | head -20
+  fi
 fi
 
 if has sanitize; then
