@@ -1310,6 +1310,18 @@ short_rows_kernel(const typename R::In* x, int64_t rows, Sink out) {
   }
 }
 
+// The combine kernels' partials a thread loaded before any is combined: up to 8, fewer for wide
+// accumulators (a block of 1024 threads has 64 registers a thread). One at a time, (65536, 128)
+// over dim 0 (395 splits, 12 or 13 a thread) took 9.3 us in column_partials_kernel against
+// torch.compile's 3.7 for its combine (ncu).
+template <class Acc>
+inline constexpr int kPartialLoads = sizeof(Acc) <= 8 ? 8 : sizeof(Acc) <= 16 ? 4 : 2;
+
+// Where a combine kernel stores output k (k < outer * inner, in the result's order).
+__device__ __forceinline__ int64_t combined_output_at(const Layout3& l, int64_t k) {
+  return l.outer_out(k / l.inner) + (k % l.inner) * l.out_inner;
+}
+
 // Combines the splits of the column kernel: thread (x, y) of a block takes output
 // blockIdx.x * 32 + x and splits y, y + Y, ...; the Y are then combined in y order.
 template <class R>
@@ -1323,18 +1335,15 @@ column_partials_kernel(const typename R::Acc* partials, int splits, Layout3 l, S
   using Acc = typename R::Acc;
   const int64_t outputs = l.outer * l.inner;
   const int64_t k = int64_t(blockIdx.x) * kPartialsX + threadIdx.x;
-  // Up to 8 partials a thread loaded before any is combined (fewer for wide accumulators: a
-  // block of 1024 threads has 64 registers a thread). One at a time, (65536, 128) over dim 0 (395
-  // splits, 12 or 13 a thread) took 9.3 us here against torch.compile's 3.7 for its combine (ncu).
-  constexpr int kLoads = sizeof(Acc) <= 8 ? 8 : sizeof(Acc) <= 16 ? 4 : 2;
-  Acc v = k < outputs ? combine_strided<R, kLoads>(partials + k, outputs, int(threadIdx.y), int(blockDim.y), splits)
+  Acc v = k < outputs ? combine_strided<R, kPartialLoads<Acc>>(partials + k, outputs, int(threadIdx.y),
+                                                               int(blockDim.y), splits)
                       : Op::identity();
   __shared__ Acc by_y[32][kPartialsX + 1];
   by_y[threadIdx.y][threadIdx.x] = v;
   __syncthreads();
   if (threadIdx.y > 0 || k >= outputs) return;
   for (int y = 1; y < int(blockDim.y); ++y) v = Op::combine(v, by_y[y][threadIdx.x]);
-  store_acc<Op, typename R::In>(out, l.outer_out(k / l.inner) + (k % l.inner) * l.out_inner, v);
+  store_acc<Op, typename R::In>(out, combined_output_at(l, k), v);
 }
 
 // The same combine for a few outputs (plan_reduce.h's partials_step): block b combines output
@@ -1351,10 +1360,9 @@ block_partials_kernel(const typename R::Acc* partials, int count, Layout3 l, Sin
   using Op = typename R::Op;
   using Acc = typename R::Acc;
   const int64_t outputs = l.outer * l.inner, k = blockIdx.x;
-  constexpr int kLoads = sizeof(Acc) <= 8 ? 8 : sizeof(Acc) <= 16 ? 4 : 2;
-  Acc v = combine_strided<R, kLoads>(partials + k, outputs, int(threadIdx.x), kBlockPartials, count);
+  Acc v = combine_strided<R, kPartialLoads<Acc>>(partials + k, outputs, int(threadIdx.x), kBlockPartials, count);
   v = block_reduce<Op, kBlockPartials>(v);
-  if (threadIdx.x == 0) store_acc<Op, typename R::In>(out, l.outer_out(k / l.inner) + (k % l.inner) * l.out_inner, v);
+  if (threadIdx.x == 0) store_acc<Op, typename R::In>(out, combined_output_at(l, k), v);
 }
 
 // ---- launch: what plan_reduce (cuda/plan_reduce.h) says, step by step ---------------------
