@@ -40,12 +40,15 @@ ROWS = {
     "COUNT_NONZERO": (lambda x, d, k: T.count_nonzero(x, d), torch_reduce.count_nonzero, "list", torch.int32),
     "ARGMAX": (lambda x, d, k: T.argmax(x, d, k), torch_reduce.argmax, "int", torch.float32),
     "ARGMIN": (lambda x, d, k: T.argmin(x, d, k), torch_reduce.argmin, "int", torch.float32),
+    "AMINMAX": (lambda x, d, k: T.aminmax(x, dim=d, keepdim=k), torch_reduce.aminmax, "int", torch.float32),
+    "MAX": (lambda x, d, k: T.max(x, d, k), torch_reduce.max, "required int", torch.float32),
+    "MIN": (lambda x, d, k: T.min(x, d, k), torch_reduce.min, "required int", torch.float32),
 }
 
 
 def _dims(kind):
-    if kind == "int":
-        return [None, 0, -1, 2]
+    if kind in ("int", "required int"):
+        return [0, -1, 2] if kind == "required int" else [None, 0, -1, 2]
     lists = [0, -1, (0, 2), [1, -1], [], (2, 0, 1)]
     return lists if kind == "required" else [None] + lists
 
@@ -66,6 +69,8 @@ def _wrapper_call(name, wrapper, x, dim, keepdim):
         return wrapper(x, dim, keepdim)
     if name == "VECTOR_NORM":
         return wrapper(x, 2, dim, keepdim)
+    if name == "AMINMAX":
+        return wrapper(x, dim=dim, keepdim=keepdim)
     return wrapper(x, dim, keepdim=keepdim)
 
 
@@ -147,6 +152,9 @@ def test_declined_calls():
     assert r(_C.SUM, [1.0, 2.0], None, False) is NotImplemented
     assert r(_C.PROD, x, [0], False) is NotImplemented  # prod takes one int
     assert r(_C.LOGSUMEXP, x, None, False) is NotImplemented  # logsumexp needs dims
+    assert r(_C.MAX, x, None, False) is NotImplemented  # max over a dim needs it
+    assert r(_C.MIN, x, [0], False) is NotImplemented  # one int
+    assert r(_C.AMINMAX, x, (0,), False) is NotImplemented
     assert r(_C.SUM, x, None, False, torch.complex64) is NotImplemented  # not a dtype of ours
     assert r(_C.SUM, x, None, False, "float64") is NotImplemented
     assert r(_C.AMAX, x, None, False, torch.float64) is NotImplemented  # amax takes no dtype
@@ -207,6 +215,21 @@ def test_wrappers_take_the_entry_with_dtype_and_scalar(torch_ops_fail):
         torch_reduce.var(x, 1, True)  # unbiased=: through torch.ops
     with pytest.raises(AssertionError, match="through torch.ops"):
         torch_reduce.sum(x, variant="pairwise")
+
+
+def test_extrema_wrappers_take_the_entry(torch_ops_fail):
+    """max and min over every dim (amax's and amin's rows), over a dim, and aminmax: through the
+    entry, with torch's named tuples and the values of torch's own functions."""
+    x = torch.randn(5, 6)
+    assert torch.equal(torch_reduce.max(x), torch.max(x)) and torch.equal(torch_reduce.min(x), torch.min(x))
+    for ours, theirs in ((torch_reduce.max(x, 1), torch.max(x, 1)), (torch_reduce.min(x, 0, True), torch.min(x, 0, True)),
+                         (torch_reduce.aminmax(x, dim=-1), torch.aminmax(x, dim=-1)),
+                         (torch_reduce.aminmax(x), torch.aminmax(x))):
+        assert type(ours) is type(theirs)
+        for a, b in zip(ours, theirs):
+            assert a.dtype == b.dtype and torch.equal(a, b)
+    with pytest.raises(AssertionError, match="through torch.ops"):
+        torch_reduce.max(x, True)  # a bool dim: through torch.ops
 
 
 class _Counting(TorchDispatchMode):

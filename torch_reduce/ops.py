@@ -303,6 +303,10 @@ def aminmax(x: torch.Tensor, *, dim: int | None = None, keepdim: bool = False):
     ``torch.return_types.aminmax``; gradients as ``amin``'s and ``amax``'s (torch's from 2.12)."""
     if dim is not None and type(dim) is not int:  # as torch's argument parser
         raise TypeError(f"aminmax(): argument 'dim' must be int, not {type(dim).__name__}")
+    if not _compiling():
+        out = _eager(_C.AMINMAX, x, dim, keepdim, None, None)
+        if out is not NotImplemented:
+            return torch.return_types.aminmax(out)
     if keepdim:
         lo, hi = _AMINMAX(x, dim=dim, keepdim=keepdim)
     else:
@@ -310,14 +314,24 @@ def aminmax(x: torch.Tensor, *, dim: int | None = None, keepdim: bool = False):
     return torch.return_types.aminmax((lo, hi))
 
 
-def _extremum(name, all_dims, op, result, x, dim, keepdim):
+def _extremum(name, rows, all_dims, op, result, x, dim, keepdim):
+    """max and min: over every dim (amax's row and op), or over `dim` (max's), through the eager
+    entry where it takes the call."""
     if dim is None:
         if keepdim:
             raise TypeError(f"{name}() received an invalid combination of arguments: keepdim without dim")
         if x.numel() == 0:  # torch's error: no identity
             raise RuntimeError(f"{name}(): Expected reduction dim to be specified for input.numel() == 0. "
                                "Specify the reduction dim with the 'dim' argument.")
+        if not _compiling():
+            out = _eager(rows[0], x, None, False, None, None)
+            if out is not NotImplemented:
+                return out
         return all_dims(x)
+    if not _compiling():
+        out = _eager(rows[1], x, dim, keepdim, None, None)
+        if out is not NotImplemented:
+            return result(out)
     return result(op(x, dim, keepdim) if keepdim else op(x, dim))
 
 
@@ -325,12 +339,12 @@ def max(x: torch.Tensor, dim: int | None = None, keepdim: bool = False):
     """``torch.max``: without ``dim`` the largest element (NaN propagating, as ``amax``); with
     ``dim`` the named tuple ``(values, indices)`` of ``torch.return_types.max``, the index of the
     first largest element (NaN counts as the largest)."""
-    return _extremum("max", _AMAX, _MAX, torch.return_types.max, x, dim, keepdim)
+    return _extremum("max", (_C.AMAX, _C.MAX), _AMAX, _MAX, torch.return_types.max, x, dim, keepdim)
 
 
 def min(x: torch.Tensor, dim: int | None = None, keepdim: bool = False):
     """``torch.min``: as :func:`max`, for the smallest element."""
-    return _extremum("min", _AMIN, _MIN, torch.return_types.min, x, dim, keepdim)
+    return _extremum("min", (_C.AMIN, _C.MIN), _AMIN, _MIN, torch.return_types.min, x, dim, keepdim)
 
 
 def argmax(x: torch.Tensor, dim: int | None = None, keepdim: bool = False) -> torch.Tensor:
