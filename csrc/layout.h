@@ -137,6 +137,9 @@ struct IndexedLayout {
   RunIndex kept, reduced;
   int64_t outputs = 1, count = 1;
   bool usable = false;
+  // The reduced runs in the input's logical order, not in memory order (logical_runs): then
+  // positions count along them, and only the kernels that read these indexes may take it.
+  bool in_logical_order = false;
 };
 
 // One dim of the input: its size, its stride in the input, its stride in the (contiguous)
@@ -264,6 +267,34 @@ inline bool fold_layout(DimInfo* dims, int64_t n, Layout3* out, bool allow_combi
   }
   *out = l;
   return true;
+}
+
+// Every element of a tensor (sizes, strides) as one result's reduced runs in its logical
+// (row-major) order: size-1 dims dropped, a dim merged into the one before it where the two step
+// as one. For full reductions of indexed operators, whose positions count in that order, read
+// in place where a layout folded in memory order would need a contiguous copy first (CUDA, up to
+// kLogicalRunsMost elements: cuda/plan_reduce.h takes the small kernel for them). False past
+// kMaxOuterRuns runs, or where an offset reaches 2^31.
+inline constexpr int64_t kLogicalRunsMost = 8192;  // elements: the small kernel's team of 256, 32 loads a lane
+inline bool logical_runs(const int64_t* sizes, const int64_t* strides, int64_t n, IndexedLayout* out) {
+  IndexedLayout ix;
+  int64_t size = 1, stride = 0, span = 0;  // the run being built (size 1: none yet)
+  for (int64_t i = 0; i <= n; ++i) {
+    if (i < n && sizes[i] == 1) continue;
+    if (i < n && size > 1 && stride == strides[i] * sizes[i]) {  // one run with the one before
+      size *= sizes[i], stride = strides[i];
+      continue;
+    }
+    if (size > 1) {
+      if (!ix.reduced.add(size, stride, 0)) return false;
+      span += (size - 1) * stride;
+    }
+    if (i < n) size = sizes[i], stride = strides[i];
+  }
+  ix.count = ix.reduced.count();
+  ix.usable = ix.in_logical_order = span < INT32_MAX && ix.count < INT32_MAX;
+  *out = ix;
+  return ix.usable;
 }
 
 // `l` with run k of `r` (its outer runs, or its outer as one run) as the inner run, the other

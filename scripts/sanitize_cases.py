@@ -92,6 +92,10 @@ DIMS_CASES = [
     ("long narrow columns", lambda d: _small_ints((5, 20011, 28), d), 1),
     ("narrow columns (slabs)", lambda d: _small_ints((3001, 3, 28), d).permute(0, 2, 1), -1),
     ("few short reductions (small tiles)", lambda d: _small_ints((8, 224, 40), d).permute(0, 2, 1), 0),
+    # argmax and argmin over every dim of a view, read in logical order (no copy); over a dim of
+    # one element (zeros, a kernel).
+    ("every dim of a transposed view", lambda d: _small_ints((3, 96, 17), d).transpose(0, 1), None),
+    ("a dim of one element", lambda d: _small_ints((1, 4099), d), 0),
 ]
 
 

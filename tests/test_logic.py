@@ -382,6 +382,38 @@ def test_positions_over_long_columns(device):
                 _check(got.cpu(), want, what)
 
 
+# Non-contiguous views for argmax and argmin over every dim (positions in row-major order):
+# transposed, permuted, sliced, expanded, channels_last; around the 8192 elements up to which CUDA
+# reads them in place, in logical order, and past the four runs an index takes.
+LOGICAL_VIEWS = [
+    ((3, 96, 16), lambda t: t.transpose(0, 1)),
+    ((7, 5, 3), lambda t: t.permute(2, 0, 1)),
+    ((40, 33), lambda t: t[::3, 1::2]),
+    ((4, 1, 50), lambda t: t.expand(4, 6, 50)),
+    ((2, 3, 9, 5), lambda t: t.contiguous(memory_format=torch.channels_last)),
+    ((64, 128), lambda t: t.t()),             # 8192 elements: in place
+    ((8193, 1), lambda t: t.t()[:, :]),       # contiguous as a view (one run): no copy either way
+    ((97, 85), lambda t: t.t()),              # 8245: a copy first
+    ((2, 2, 2, 2, 2, 3), lambda t: t.permute(5, 3, 1, 4, 2, 0)),  # six runs: a copy first
+]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_positions_over_every_dim_of_views(device):
+    """argmax and argmin over every dim of views: the first extremum in row-major order, as
+    torch's, with ties everywhere and NaN; on CUDA up to 8192 elements without a copy."""
+    gen, seed = fresh_generator(device)
+    for dtype in (torch.float32, torch.bfloat16, torch.int8):
+        for shape, view in LOGICAL_VIEWS:
+            x = view(_tied_data(shape, dtype, device, gen))
+            ref = x.cpu()
+            for op in ("argmax", "argmin"):
+                _check(getattr(torch_reduce, op)(x).cpu(), getattr(torch, op)(ref), f"{op} {shape} {dtype} seed {seed}")
+            if device == "cuda":
+                in_place = x.numel() <= 8192 and x.dim() <= 4
+                assert torch_reduce.explain(x, None, "argmax")["copy"] is (not in_place and not x.is_contiguous()), shape
+
+
 # Runs around the CPU kernels' edges: vectors of 4-16 lanes, steps of two or four vectors, the
 # padded last vector, 64K-element chunks.
 RUN_LENGTHS = (1, 2, 7, 8, 9, 15, 16, 17, 31, 33, 63, 64, 65, 127, 129, 257, 65_535, 65_537, 131_075)

@@ -48,6 +48,7 @@ inline constexpr int kColumnsMaxY = 32;
 inline constexpr int kPartialsX = 32;  // outputs per block of the column combine
 inline constexpr int kBlockPartials = 256;  // block_partials_kernel: a block an output
 inline constexpr int kSmallBlock = 256;
+inline constexpr int kFillBlock = 256;  // zero_positions_kernel
 inline constexpr int kSmallLoads = 8;
 // Vector loads a thread the small kernel's team is sized for (single elements: kSmallLoads).
 inline constexpr int kSmallVectorLoads = 2;
@@ -311,7 +312,7 @@ struct PlanInput {
 // The plan.
 
 enum class Kernel : uint8_t {
-  Fill,            // positions of argmax / argmin over one element: a memset of 0
+  Fill,            // zero_positions_kernel: positions of argmax / argmin over one element
   VectorBlock,     // small_sum_kernel: a full reduction in one block
   VectorGrid,      // vector_partials_kernel (or vector_sum_ticket_kernel with a ticket)
   VectorCombine,   // combine_partials_kernel
@@ -335,7 +336,7 @@ enum class Kernel : uint8_t {
 
 inline const char* kernel_name(Kernel k) {
   static const char* const names[] = {
-      "fill",          "small_sum_kernel",   "vector_partials_kernel", "combine_partials_kernel",
+      "zero_positions_kernel", "small_sum_kernel",   "vector_partials_kernel", "combine_partials_kernel",
       "small_kernel",  "map_kernel",         "rows_kernel",            "whole_rows_kernel",
       "two_vector_rows_kernel", "row_segments_kernel", "row_segments_ticket_kernel",
       "row_partials_kernel", "columns_kernel", "column_partials_kernel", "tile_kernel",

@@ -15,17 +15,27 @@ class Planner {
 
   void reduce() {
     const Layout3& l = in_.layout;
+    SmallIndex small;
+    const IndexedLayout& x = in_.indexed;
+    // Positions in the input's logical order (treduce.cpp: full reductions of indexed operators
+    // over non-contiguous inputs of a few elements): the small kernel alone reads them so.
+    if (x.in_logical_order) {
+      if (x.usable && small_index(x, &small)) plan_small(small);
+      else p_.invalid = true;
+      return;
+    }
     // argmax and argmin (positions only) over one element: every position is 0, and the result
     // is a fresh contiguous tensor of the outputs (argmax over dim 0 of (1025, 4096, 1,
     // 1).transpose(2, 0) float32 read every element: 62 us, torch's fill 8; the memset 9.1, H200).
     if (t_.indexed && in_.positions_only && l.reduced == 1 && l.combine == 1) {
-      p_.add(Kernel::Fill).bytes = l.outer * l.inner * int64_t(sizeof(int64_t));
+      Step& s = p_.add(Kernel::Fill);
+      s.bytes = l.outer * l.inner * int64_t(sizeof(int64_t));
+      s.block[0] = kFillBlock, s.grid[0] = ceil_div(l.outer * l.inner, 2 * int64_t(kFillBlock)), s.dependent = true;
+      if (s.grid[0] > kMaxGridX) p_.invalid = true;
       return;
     }
     // Small reductions in one kernel (whole contiguous ones but of indexed operators have the
     // vector kernels').
-    SmallIndex small;
-    const IndexedLayout& x = in_.indexed;
     if (x.usable && (small_reaches(x, whole_rows_loads(l) > 0) || small_beats_passes(x, l)) &&
         (t_.indexed || !l.is_full_contiguous()) && small_index(x, &small)) {
       plan_small(small);

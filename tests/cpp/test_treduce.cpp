@@ -242,12 +242,40 @@ void check_plans() {
              p.step[0].grid[1] == 9 && p.step[0].block[0] == 32 && p.step[0].block[1] == 8 && p.step[0].V == 4 &&
              p.step[0].per == 456 && p.step[1].count == 9 && p.workspace == 9 * 4096 * 4,
          "plan: (4096, 4096) over dim 0 is split columns and their combine: " + kernels(p));
+  OpTraits i8_min;
+  // argmax over every dim of a transposed (3, 96, 16) int8: the runs in logical order (there
+  // positions count), which the small kernel alone reads; runs that step as one merge: (4, 3,
+  // 4)[::2] is (2, 24) then (12, 1).
+  i8_min.in_bytes = 1, i8_min.acc_bytes = 16, i8_min.indexed = true;
+  const int64_t t_sizes[] = {96, 3, 16}, t_strides[] = {16, 1536, 1};
+  PlanInput logical = plan_input({96, 3, 16}, {16, 1536, 1}, {0, 1, 2});
+  expect(treduce::logical_runs(t_sizes, t_strides, 3, &logical.indexed) && logical.indexed.reduced.runs == 3 &&
+             logical.indexed.reduced.in[0] == 16 && logical.indexed.in_logical_order,
+         "logical_runs: a transposed (3, 96, 16) is three runs in its logical order");
+  p = plan_reduce(h100, i8_min, logical);
+  expect(kernels(p) == "small_kernel" && p.step[0].small.reduced_runs == 3 && p.step[0].small.count == 4608 &&
+             p.step[0].grid[0] == 1,
+         "plan: runs in logical order are the small kernel's: " + plan_json(p));
+  const int64_t s_sizes[] = {2, 3, 4}, s_strides[] = {24, 4, 1};
+  treduce::IndexedLayout merged;
+  expect(treduce::logical_runs(s_sizes, s_strides, 3, &merged) && merged.reduced.runs == 2 &&
+             merged.reduced.size[1] == 12 && merged.reduced.in[0] == 24 && merged.count == 24,
+         "logical_runs: (4, 3, 4)[::2] is two runs");
+  const int64_t far[] = {int64_t(1) << 31, 1};
+  expect(!treduce::logical_runs(s_sizes + 1, far, 2, &merged), "logical_runs: offsets past 2^31 are not taken");
+  logical.indexed.usable = false;
+  expect(plan_reduce(h100, i8_min, logical).invalid, "plan: logical runs the small kernel cannot index are invalid");
+  // argmax over a dim of one element: every position 0, zero_positions_kernel (two a thread).
+  PlanInput one = plan_input({1, 80}, {80, 1}, {0});
+  one.positions_only = true;
+  p = plan_reduce(h100, i8_min, one);
+  expect(kernels(p) == "zero_positions_kernel" && p.step[0].grid[0] == 1 && p.step[0].block[0] == kFillBlock &&
+             p.step[0].bytes == 80 * 8 && p.step[0].dependent,
+         "plan: positions over one element are zeros: " + plan_json(p));
   // Short columns whose threads down would hold a row each at most: tile_kernel, not
   // columns_kernel's combine down Y. min over dim 0 of (7, 132096) int8 (its values and positions,
   // 16-byte accumulators): 8-byte vectors of 8 outputs, Y = 8 for 7 rows; the instance for 8
   // elements, two outputs a thread: 512 a block.
-  OpTraits i8_min;
-  i8_min.in_bytes = 1, i8_min.acc_bytes = 16, i8_min.indexed = true;
   PlanInput short_columns = plan_input({7, 132096}, {132096, 1}, {0});
   p = plan_reduce(h100, i8_min, short_columns);
   expect(kernels(p) == "tile_kernel" && p.step[0].grid[0] == 258 && p.step[0].a_bits == 8 && p.step[0].loads == 8,
