@@ -238,6 +238,34 @@ def test_transposed_short_reductions_of_short_inner_runs():
 
 
 @cuda_only
+def test_transposed_packed_rows():
+    # Short rows packed along a kept run whose results are apart, the result's contiguous run
+    # another (layout.h's packed_rows_transposed): transpose tiles along the packed run, element
+    # loads. Row lengths 2-16, runs off the tile's multiples, every op kind against torch:
+    # integers, extrema and positions exact (ties among int8's values), float sums against
+    # float64, var against float64.
+    gen, seed = fresh_generator("cuda")
+    for rows, cols, width in ((1024, 1024, 3), (1000, 1030, 5), (1000, 1300, 2), (700, 1300, 16)):
+        base = torch.randn(rows, cols, width, generator=gen, device="cuda").mul(20)
+        for dtype in (torch.float32, torch.float16, torch.int8):
+            x = base.to(dtype).transpose(2, 0)
+            where = (rows, cols, width, dtype, seed)
+            assert kernels(torch_reduce.explain(x, 0)) == ["transpose_tile_kernel"], where
+            for op in ("amax", "argmin", "any"):
+                assert torch.equal(getattr(torch_reduce, op)(x, 0), getattr(torch, op)(x, 0)), (op, where)
+            got = torch_reduce.sum(x, 0)
+            if dtype.is_floating_point:
+                want = x.double().sum(0)
+                bound = width * UNIT_ROUNDOFF[torch.float32] * x.double().abs().sum(0) + UNIT_ROUNDOFF[dtype] * want.abs()
+                assert got.dtype == dtype and bool(((got.double() - want).abs() <= bound).all()), where
+                torch.testing.assert_close(torch_reduce.var(x, 0).double(), x.double().var(0),
+                                           rtol=4 * width * UNIT_ROUNDOFF[torch.float32] + 2 * UNIT_ROUNDOFF[dtype],
+                                           atol=1e-6, equal_nan=True, msg=lambda m: f"{where}: {m}")
+            else:
+                assert torch.equal(got, x.sum(0)), where
+
+
+@cuda_only
 def test_transposed_columns_of_a_few_elements_along_the_result():
     # Reductions over a long dim of columns 2 or 3 elements wide whose results are transposed
     # against the input (layout.h's columns_in_result_order): the result-contiguous run becomes

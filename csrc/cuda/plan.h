@@ -465,11 +465,12 @@ inline int64_t segments_per_row(int64_t outer, int64_t most, int64_t wave) {
 inline bool tiles_transposed(const Layout3& l) { return l.out_inner != 1 && l.outer > 1 && l.outer_out(1) == 1; }
 
 // Short reductions of results transposed against the input, a tile of them at least each way
-// (least_inner along inner: Tuning::transpose_least_inner), the inner run contiguous:
-// transpose_tile_kernel.
+// (least_inner along inner: Tuning::transpose_least_inner), the inner run contiguous, or rows
+// packed along it (layout.h's packed_rows_transposed): transpose_tile_kernel.
 inline bool transposable(const Layout3& l, int64_t least_inner) {
-  return l.reduced <= kTileReduced && tiles_transposed(l) && l.in_inner == 1 && l.inner >= least_inner &&
-         l.outer >= kTransposeTile;
+  const bool packed_rows = l.in_reduced == 1 && l.in_inner == l.reduced;
+  return l.reduced <= kTileReduced && tiles_transposed(l) && (l.in_inner == 1 || packed_rows) &&
+         l.inner >= least_inner && l.outer >= kTransposeTile;
 }
 
 // The split of a full reduction of n elements of `size` bytes at `address` (kernels/vector.cuh

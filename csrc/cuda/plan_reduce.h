@@ -287,8 +287,12 @@ class Planner {
       return 0;
     }
     // Short rows (up to kTileReduced elements) whose neighbours in memory are results apart:
-    // tiles along the result's order (layout.h's rows_in_result_order), a thread a row.
+    // packed along one run, transpose tiles along it (layout.h's packed_rows_transposed); else
+    // tiles along the result's order (rows_in_result_order), a thread a row.
     Layout3 by_result;
+    if (l.reduced <= kTileReduced && packed_rows_transposed(l, &by_result) &&
+        transposable(by_result, transpose_least_inner()))
+      return tiles(by_result, to);
     if (l.reduced <= kTileReduced && rows_in_result_order(l, &by_result)) return tiles(by_result, to);
     // Other short rows that are not whole vectors: a thread a row, its elements loaded at once
     // (tile_kernel), not the head, vectors and tail of a general row; or the dense slabs'
@@ -425,7 +429,8 @@ class Planner {
         Step& s = p_.add(Kernel::TransposeTiles);
         s.grid[0] = blocks, s.block[0] = kTileBlock, s.dependent = true, s.layout = l, s.to = to;
         s.V = int(V), s.inner_tiles = inner_tiles;
-        s.flag = V > 1 && in_.address % uintptr_t(V * t_.in_bytes) == 0 && l.outer_strides_multiple_of(V) &&
+        s.flag = V > 1 && l.in_inner == 1 && in_.address % uintptr_t(V * t_.in_bytes) == 0 &&
+                 l.outer_strides_multiple_of(V) &&
                  (l.reduced == 1 || l.in_reduced % V == 0);
         return 0;
       }

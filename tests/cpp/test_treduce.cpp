@@ -272,6 +272,16 @@ void check_plans() {
   expect(kernels(p) == "zero_positions_kernel" && p.step[0].grid[0] == 1 && p.step[0].block[0] == kFillBlock &&
              p.step[0].bytes == 80 * 8 && p.step[0].dependent,
          "plan: positions over one element are zeros: " + plan_json(p));
+  // Rows of 3 packed along a kept run whose results are apart, the result's run elsewhere:
+  // mean over the dim of 3 of (3072, 4096, 3).transpose(2, 0) float16 is transposed rows, the
+  // packed run (4096, in stride 3) as inner: transpose tiles of 32 x 128, element loads.
+  OpTraits f16_mean;
+  f16_mean.in_bytes = 2, f16_mean.acc_bytes = 4;
+  p = plan_reduce(h100, f16_mean, plan_input({3, 4096, 3072}, {1, 3, 12288}, {0}));
+  expect(kernels(p) == "transpose_tile_kernel" && p.step[0].layout.inner == 4096 && p.step[0].layout.in_inner == 3 &&
+             p.step[0].layout.out_inner == 3072 && p.step[0].layout.outer == 3072 && p.step[0].inner_tiles == 32 &&
+             !p.step[0].flag,
+         "plan: transposed rows packed along a run are transpose tiles along it: " + plan_json(p));
   // Short columns whose threads down would hold a row each at most: tile_kernel, not
   // columns_kernel's combine down Y. min over dim 0 of (7, 132096) int8 (its values and positions,
   // 16-byte accumulators): 8-byte vectors of 8 outputs, Y = 8 for 7 rows; the instance for 8

@@ -1046,7 +1046,7 @@ tile_kernel(const typename R::In* x, Layout3 l, int a_bits, bool a_is_outer, int
 }
 
 // Short reductions whose result is transposed against the input, inner contiguous in the input
-// (in_inner == 1) and outer in the result: a block reduces a tile of 32 * kV inner x 32 outer
+// (in_inner == 1, or rows packed along it: in_inner == reduced) and outer in the result: a block reduces a tile of 32 * kV inner x 32 outer
 // outputs with its lanes along inner (kV elements a lane, one load where aligned), the
 // accumulators through shared memory, and stores them with its lanes along outer (each store a
 // run of the result). The tile's 32 outer offsets are worked out once, into shared memory, and
@@ -1099,13 +1099,13 @@ transpose_tile_kernel(const typename R::In* x, Layout3 l, int64_t inner_tiles, b
 #pragma unroll
     for (int k = 0; k < kTransposeRows; ++k) {
       const bool row = o0 + ty + k * kRows < l.outer;
-      const In* p = x + in_at[ty + k * kRows] + r * l.in_reduced + i;
-      if (kV > 1 && words && row && left >= kV) {
+      const In* p = x + in_at[ty + k * kRows] + r * l.in_reduced + i * l.in_inner;
+      if (kV > 1 && words && row && left >= kV) {  // (words: in_inner 1)
         const auto w = __ldg(reinterpret_cast<const LoadWord<kV * int(sizeof(In))>*>(p));
         memcpy(&e[k][0], &w, sizeof(w));
       } else {
 #pragma unroll
-        for (int v = 0; v < kV; ++v) e[k][v] = row && v < left ? p[v] : In();
+        for (int v = 0; v < kV; ++v) e[k][v] = row && v < left ? p[v * l.in_inner] : In();
       }
     }
 #pragma unroll
