@@ -13,10 +13,20 @@ arguments less the paths of the output, its dependency file and rule target and 
 folders (-I, -isystem), and the path and contents of every file the source includes (nvcc -M
 lists them; a torch header would be listed under each release's own path, so a source that
 included one would never be reused across releases). Anything else runs nvcc as given.
+
+The arguments are compared as the object sees them (normalized), so that the CMake build of
+tests/test_cpp.py reuses the Python build's objects (CMakeLists.txt compiles the CUDA sources
+with the Python build's flags): a macro defined with -D that none of those files names cannot
+change the object (torch's extension builder defines TORCH_EXTENSION_NAME, CMake its targets'
+USE_DISTRIBUTED and treduce_EXPORTS), and the defines that remain are compared as a set; a few
+spellings of the same flag are one (-gencode X and -gencode=X, -Xcompiler=-fPIC and
+--compiler-options '-fPIC'), as are their orders and repeats; -forward-unknown-to-host-compiler,
+-x cu on a .cu source and -Xcudafe --diag_suppress=... (which warnings are shown) decide nothing.
 """
 
 import hashlib
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -53,15 +63,68 @@ def split_command(args):
     return key, output, depfile, deps
 
 
+# Flags that take their value as the next argument (split_command takes out -o, -MF, -MT, -I and
+# -isystem first).
+TWO_TOKEN_FLAGS = ("-gencode", "--generate-code", "-Xcompiler", "--compiler-options", "-Xptxas", "-Xfatbin",
+                   "-Xcudafe", "-ccbin", "--compiler-bindir", "-arch", "-code", "-x", "-std", "-t", "--threads",
+                   "-include", "-maxrregcount", "-rdc")
+
+
+def normalized(key, texts):
+    """`key` (split_command's) as the object sees it, `texts` the contents of the files the
+    source includes and itself (see the top)."""
+    out, defines, undefined = [], {}, False
+    cuda_source = any(a.endswith(".cu") and not a.startswith("-") for a in key)
+    i = 0
+    while i < len(key):
+        arg = key[i]
+        value = key[i + 1] if i + 1 < len(key) else None
+        i += 1
+        if arg == "-forward-unknown-to-host-compiler":
+            continue
+        if arg == "-x" and value == "cu" and cuda_source:
+            i += 1
+            continue
+        if arg == "-Xcudafe" and value is not None and all(v.startswith("--diag_suppress=") for v in value.split(",")):
+            i += 1
+            continue
+        if arg in TWO_TOKEN_FLAGS and value is not None:
+            arg, i = f"{arg}={value}", i + 1
+        if arg.startswith(("-Xcompiler=", "--compiler-options=")):
+            arg = "-Xcompiler=" + arg.split("=", 1)[1].strip("'\"")
+        if arg.startswith("-U"):
+            undefined = True
+        if arg.startswith("-D") and len(arg) > 2:
+            defines[arg[2:].partition("=")[0]] = arg  # the last definition of a name wins, as in nvcc
+            continue
+        out.append(arg)
+    for name, arg in defines.items():
+        if undefined or any(re.search(rb"\b" + re.escape(name.encode()) + rb"\b", t) for t in texts):
+            out.append(arg)
+    # Each flag with its value is one argument now; none depends on another's place, and one given
+    # twice is given (the Python build passes -c twice).
+    return sorted(set(out))
+
+
 def parse_make_rule(text):
     """The prerequisites of a make rule written by nvcc -M (paths with spaces are not supported)."""
     body = text.replace("\\\n", " ").split(":", 1)[1]
     return body.split()
 
 
-def file_digest(path):
-    with open(path, "rb") as f:
-        return hashlib.sha256(f.read()).hexdigest()
+def object_key(version, key_args, paths):
+    """The cache's name for the object of a command: nvcc's version, its normalized arguments,
+    and the path and contents of each file it reads."""
+    texts = {}
+    for path in paths:
+        with open(path, "rb") as f:
+            texts[path] = f.read()
+    digest = hashlib.sha256()
+    for part in [version, *normalized(key_args, texts.values())]:
+        digest.update(part.encode() + b"\0")
+    for path, text in texts.items():
+        digest.update(os.path.abspath(path).encode() + b"\0" + hashlib.sha256(text).hexdigest().encode() + b"\0")
+    return digest.hexdigest()
 
 
 def main(argv):
@@ -75,12 +138,7 @@ def main(argv):
     rule = subprocess.run([nvcc, "-M", "-MT", output, *dep_args], capture_output=True, text=True)
     if rule.returncode != 0:
         return subprocess.call([nvcc, *args])  # nvcc's own error message
-    digest = hashlib.sha256()
-    for part in [version, *key_args]:
-        digest.update(part.encode() + b"\0")
-    for path in parse_make_rule(rule.stdout):
-        digest.update(os.path.abspath(path).encode() + b"\0" + file_digest(path).encode() + b"\0")
-    cached = os.path.join(cache, digest.hexdigest() + ".o")
+    cached = os.path.join(cache, object_key(version, key_args, parse_make_rule(rule.stdout)) + ".o")
 
     if os.path.exists(cached):
         copy_atomically(cached, output)

@@ -162,23 +162,30 @@ def test_nvcc_cache_reuses_an_object_only_for_the_same_inputs(tmp_path):
     assert (rc, compiled) == (0, 1), "same source, headers and flags: reused"
     assert second.read_text() == first.read_text()
     assert Path(f"{second}.d").read_text().split(":")[0].strip() == str(second)
+    # Arguments as the object sees them (CMake's and torch's builders spell the same build
+    # differently): a macro no file names, diagnostics, a flag's spelling, order and repeats.
+    rc, _, compiled = build("cmake", "-forward-unknown-to-host-compiler", "-DNOT_NAMED_ANYWHERE=1", "-Xcudafe",
+                            "--diag_suppress=cc_clobber_ignored", "-O3", "-x", "cu")
+    assert (rc, compiled) == (0, 1), "the same build spelled otherwise: reused"
+    rc, _, compiled = build("named", "-Done=2")
+    assert (rc, compiled) == (0, 2), "a macro the header names: compiled"
 
     header.write_text("two\n")
     rc, third, compiled = build("third", "-I/torch-2.11/include")
-    assert (rc, compiled) == (0, 2) and third.read_text() != first.read_text()
+    assert (rc, compiled) == (0, 3) and third.read_text() != first.read_text()
     rc, fourth, compiled = build("fourth", "-I/torch-2.11/include", "-O1")
-    assert (rc, compiled) == (0, 3) and fourth.read_text() != third.read_text()
+    assert (rc, compiled) == (0, 4) and fourth.read_text() != third.read_text()
 
     # another compiler version
     other = tmp_path / "nvcc2.py"
     other.write_text(FAKE_NVCC.replace("fake nvcc 1.0", "fake nvcc 2.0"))
     rc, _, compiled = build("fifth", compiler=[sys.executable, str(other)])
-    assert (rc, compiled) == (0, 4)
+    assert (rc, compiled) == (0, 5)
     # no cache folder: nvcc as given
     rc, _, compiled = build("sixth", env={k: v for k, v in env.items() if k != "TREDUCE_NVCC_CACHE"})
-    assert (rc, compiled) == (0, 5)
+    assert (rc, compiled) == (0, 6)
 
     kept = len(list((tmp_path / "cache").iterdir()))
     header.write_text("#error\n")
     rc, _, compiled = build("broken")
-    assert rc != 0 and compiled == 5 and len(list((tmp_path / "cache").iterdir())) == kept
+    assert rc != 0 and compiled == 6 and len(list((tmp_path / "cache").iterdir())) == kept
