@@ -116,6 +116,31 @@ def call_expanded(ns, op: str, x: torch.Tensor, dim):
     return f(x, dim)
 
 
+# Maps (a reduced dim of one element) whose results are transposed against the input: on the
+# CPU along the result's contiguous run where that is longer than the input's inner run
+# (reduce_map), else along inner; every op kind, against torch (values, dtype, strides).
+MAP_CASES = [
+    random_shapes.Case("any", [112, 1517, 1, 3], "transpose", [0, 3], 2, "float32"),
+    random_shapes.Case("amax", [8, 1000, 1, 5], "transpose", [0, 3], 2, "float32"),
+    random_shapes.Case("var", [16, 300, 1, 7], "transpose", [0, 3], 2, "bfloat16"),
+    random_shapes.Case("max", [16, 300, 1, 7], "transpose", [0, 3], 2, "int16"),
+    random_shapes.Case("logsumexp", [33, 64, 1, 2], "transpose", [0, 3], 2, "float16"),
+    random_shapes.Case("prod", [20, 50, 1, 3], "permute", [3, 1, 2, 0], 2, "int32"),
+    random_shapes.Case("mean", [3, 40, 1, 30], "transpose", [0, 3], 2, "float64"),  # the result's run shorter: inner
+    random_shapes.Case("sum", [300, 7, 1, 2], "permute", [3, 1, 2, 0], -2, "uint8"),
+]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_maps_of_transposed_results_against_torch(device):
+    gen, seed = fresh_generator(device)
+    for case in MAP_CASES:
+        x = random_shapes.make_input(case, device, gen)
+        _, ours = random_shapes.calls(case)
+        problem = random_shapes.check(case, x, ours(x), random_shapes.reference(case, x))
+        assert problem is None, (case.label(), problem, seed)
+
+
 @pytest.mark.parametrize("device", DEVICES)
 def test_expanded_reduced_dims_against_torch(device):
     # Every op of the family over expanded (stride 0) reduced dims: the extrema, any, all and the
