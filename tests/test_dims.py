@@ -785,3 +785,17 @@ def test_python_wrappers(device):
     for i, (got, want) in enumerate(cases):
         torch.testing.assert_close(got, want, msg=lambda m: f"seed {seed}, case {i}: {m}")
 
+
+
+def test_every_float16_value_in_short_rows():
+    """CPU short rows convert float16 through a table of all 65536 values (reduce_cpu.cpp's
+    half_table): every value, subnormals, infinities and NaNs included, in rows of 2, through
+    amax, amin, a float32 sum and mean, against torch."""
+    h = torch.arange(-32768, 32768, dtype=torch.int32).to(torch.int16).view(torch.float16)
+    rows = h.reshape(-1, 1).expand(65536, 2)
+    for got, want in ((torch_reduce.amax(rows, 1), torch.amax(rows, 1)), (torch_reduce.amin(rows, 1), torch.amin(rows, 1)),
+                      (torch_reduce.sum(rows, 1, dtype=torch.float32), rows.float().sum(1)),
+                      (torch_reduce.mean(rows, 1, dtype=torch.float32), rows.float().mean(1))):
+        assert got.dtype == want.dtype
+        assert bool(((got == want) | (got.isnan() & want.isnan())).all())
+        assert torch.equal(got.isnan(), want.isnan())
