@@ -608,3 +608,25 @@ def test_indexed_past_int32():
     assert torch_reduce.argmin(x).item() == 0 and torch_reduce.argmax(x).item() == n - 1
     del x
     torch.cuda.empty_cache()
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_bool_extrema_against_torch(device):
+    """amax and amin of bool (on the CPU through any's and all's kernels): every dims form,
+    keepdim, an empty list of dims (every dim for amax) and the errors of an empty reduction, as
+    torch's."""
+    gen, seed = fresh_generator(device)
+    x = torch.rand(300, 70, generator=gen, device=device) < 0.97
+    for t in (x, x.t(), x[:, :0], torch.ones(4000, 3, dtype=torch.bool, device=device)):
+        for d in (None, 0, 1, (0, 1), []):
+            for op in ("amax", "amin"):
+                for keepdim in (False, True):
+                    args = () if d is None else (d, keepdim)
+                    try:
+                        want = getattr(torch, op)(t.cpu(), *args)
+                    except (RuntimeError, IndexError) as e:
+                        with pytest.raises(type(e)):
+                            getattr(torch_reduce, op)(t, *args)
+                        continue
+                    got = getattr(torch_reduce, op)(t, *args)
+                    assert got.dtype == want.dtype and torch.equal(got.cpu(), want), (op, tuple(t.shape), d, keepdim, seed)
