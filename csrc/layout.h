@@ -297,6 +297,14 @@ inline bool logical_runs(const int64_t* sizes, const int64_t* strides, int64_t n
   return ix.usable;
 }
 
+// The outer index of `l` as runs: its outer runs, or its outer as one run.
+inline RunIndex outer_run_index(const Layout3& l) {
+  if (l.outer_runs.runs > 1) return l.outer_runs;
+  RunIndex r;
+  r.add(l.outer, l.in_outer, l.out_outer);
+  return r;
+}
+
 // `l` with run k of `r` (its outer runs, or its outer as one run) as the inner run, the other
 // runs, then l's own inner run where it is longer than 1, as the outer digits (the last the
 // fastest); false past kMaxOuterRuns runs.
@@ -357,11 +365,7 @@ inline bool packed_rows_transposed(const Layout3& l, Layout3* out) {
 // torch.compile 7.7 (H200). False where there is no such run.
 inline bool columns_in_result_order(const Layout3& l, int64_t in_bytes, Layout3* out) {
   if (l.inner == 1 || l.out_inner == 1 || l.combine != 1 || l.in_inner != 1 || l.inner * in_bytes >= 32) return false;
-  RunIndex r = l.outer_runs;
-  if (r.runs <= 1) {
-    r = RunIndex{};
-    r.add(l.outer, l.in_outer, l.out_outer);
-  }
+  const RunIndex r = outer_run_index(l);
   int k = -1;
   for (int q = 0; q < r.runs; ++q)
     if (r.out[q] == 1 && r.size[q] > 1 && r.in[q] == l.inner) k = q;

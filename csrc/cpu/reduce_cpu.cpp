@@ -1048,11 +1048,7 @@ void reduce_map(const In* x, const Layout3& l0, const Sink& out) {
   using L = Load<In, Mid, typename Op::value_t>;
   Layout3 l = l0;
   if (l0.out_inner != 1) {
-    RunIndex r = l0.outer_runs;
-    if (r.runs <= 1) {
-      r = RunIndex{};
-      r.add(l0.outer, l0.in_outer, l0.out_outer);
-    }
+    const RunIndex r = outer_run_index(l0);
     int k = -1;
     for (int q = 0; q < r.runs; ++q)
       if (r.out[q] == 1 && r.size[q] > l0.inner) k = q;
