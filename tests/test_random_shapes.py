@@ -262,6 +262,24 @@ def test_transposed_short_reductions_of_short_inner_runs():
                 assert torch.equal(torch_reduce.argmax(x, 1), x.argmax(1)), where
 
 
+def check_op_kinds(x, dim, n, where, equal_nan=False):
+    """amax, argmin and any over `dim` (n elements a result) equal to torch's; the sum in x's
+    dtype within n * u * sum|x| of float64's (float32 accumulation), then the result's rounding
+    (integers: equal); var within 4 n u of float64's, plus two of the result's units."""
+    for op in ("amax", "argmin", "any"):
+        assert torch.equal(getattr(torch_reduce, op)(x, dim), getattr(torch, op)(x, dim)), (op, where)
+    got = torch_reduce.sum(x, dim)
+    if not x.dtype.is_floating_point:
+        assert torch.equal(got, x.sum(dim)), where
+        return
+    want = x.double().sum(dim)
+    bound = n * UNIT_ROUNDOFF[torch.float32] * x.double().abs().sum(dim) + UNIT_ROUNDOFF[x.dtype] * want.abs()
+    assert got.dtype == x.dtype and bool(((got.double() - want).abs() <= bound).all()), where
+    torch.testing.assert_close(torch_reduce.var(x, dim).double(), x.double().var(dim),
+                               rtol=4 * n * UNIT_ROUNDOFF[torch.float32] + 2 * UNIT_ROUNDOFF[x.dtype], atol=1e-6,
+                               equal_nan=equal_nan, msg=lambda m: f"{where}: {m}")
+
+
 @cuda_only
 def test_transposed_packed_rows():
     # Short rows packed along a kept run whose results are apart, the result's contiguous run
@@ -276,18 +294,7 @@ def test_transposed_packed_rows():
             x = base.to(dtype).transpose(2, 0)
             where = (rows, cols, width, dtype, seed)
             assert kernels(torch_reduce.explain(x, 0)) == ["transpose_tile_kernel"], where
-            for op in ("amax", "argmin", "any"):
-                assert torch.equal(getattr(torch_reduce, op)(x, 0), getattr(torch, op)(x, 0)), (op, where)
-            got = torch_reduce.sum(x, 0)
-            if dtype.is_floating_point:
-                want = x.double().sum(0)
-                bound = width * UNIT_ROUNDOFF[torch.float32] * x.double().abs().sum(0) + UNIT_ROUNDOFF[dtype] * want.abs()
-                assert got.dtype == dtype and bool(((got.double() - want).abs() <= bound).all()), where
-                torch.testing.assert_close(torch_reduce.var(x, 0).double(), x.double().var(0),
-                                           rtol=4 * width * UNIT_ROUNDOFF[torch.float32] + 2 * UNIT_ROUNDOFF[dtype],
-                                           atol=1e-6, equal_nan=True, msg=lambda m: f"{where}: {m}")
-            else:
-                assert torch.equal(got, x.sum(0)), where
+            check_op_kinds(x, 0, width, where, equal_nan=True)
 
 
 @cuda_only
@@ -306,18 +313,7 @@ def test_transposed_columns_of_a_few_elements_along_the_result():
                 where = (width, rows, dtype, seed)
                 plan = torch_reduce.explain(x, 3)["plan"]["steps"][0]
                 assert plan["kernel"] == "columns_kernel", (where, plan)
-                for op in ("any", "amax", "argmin"):
-                    assert torch.equal(getattr(torch_reduce, op)(x, 3), getattr(torch, op)(x, 3)), (op, where)
-                got = torch_reduce.sum(x, 3)
-                if dtype.is_floating_point:
-                    want = x.double().sum(3)
-                    bound = rows * UNIT_ROUNDOFF[torch.float32] * x.double().abs().sum(3) + UNIT_ROUNDOFF[dtype] * want.abs()
-                    assert bool(((got.double() - want).abs() <= bound).all()), where
-                    torch.testing.assert_close(torch_reduce.var(x, 3).double(), x.double().var(3),
-                                               rtol=4 * rows * UNIT_ROUNDOFF[torch.float32] + 2 * UNIT_ROUNDOFF[dtype], atol=1e-6,
-                                               msg=lambda m: f"{where}: {m}")
-                else:
-                    assert torch.equal(got, x.sum(3)), where
+                check_op_kinds(x, 3, rows, where)
 
 
 @cuda_only
