@@ -24,11 +24,19 @@ if [ ! -x "$venv/bin/python" ]; then
 fi
 tree=${PREBUILT_TREE:-$ROOT/build/prebuilt/torch-$release-sm${archs//./}}
 mkdir -p "$tree" "$out"
-# mtimes kept: the tree's own build folder then rebuilds what changed only. Its CUDA objects
-# are removed first: ninja keeps no header dependencies for them (a change to a header alone left
-# stale kernels in the library), and the object cache (scripts/nvcc_cache.py) gives back at once
-# every one whose sources and headers are unchanged.
-git ls-files -z | xargs -0 cp -p --parents -t "$tree"
+# Only the files whose contents changed are copied, stamped with the time of the copy: the tree's
+# own build folder then rebuilds what changed only. (Copied with the working tree's mtimes, a
+# header edited during a build was older than the objects that build made from its previous
+# contents, and the next build kept them: a library of C++ objects with the old Layout3 and CUDA
+# objects with the new, which crashed on import.) Its CUDA objects are removed first: ninja keeps
+# no header dependencies for them (a change to a header alone left stale kernels in the library),
+# and the object cache (scripts/nvcc_cache.py) gives back at once every one whose sources and
+# headers are unchanged.
+git ls-files -z | while IFS= read -r -d '' f; do
+  if [ -f "$f" ] && ! cmp -s "$f" "$tree/$f"; then
+    mkdir -p "$tree/$(dirname "$f")" && cp "$f" "$tree/$f"
+  fi
+done
 find "$tree/build" -path "*csrc/cuda/*.o" -delete 2>/dev/null || true
 (cd "$tree" && TORCH_CUDA_ARCH_LIST=$archs MAX_JOBS=${MAX_JOBS:-$(nproc)} \
   TREDUCE_NVCC_CACHE=${TREDUCE_NVCC_CACHE:-$ROOT/build/nvcc-cache} \
