@@ -298,6 +298,30 @@ def test_transposed_packed_rows():
 
 
 @cuda_only
+def test_columns_of_merged_inner_runs():
+    # Columns narrower than a line whose inner run continues in memory through kept runs that
+    # hold the results in another order (layout.h's inner_merged): one inner run read in memory
+    # order, each result stored through the runs; with splits, their combine too. Runs off the
+    # vectors' multiples (15: element loads and stores), every op kind against torch: integers,
+    # extrema and positions exact (ties among int16's values), float sums and var against
+    # float64.
+    gen, seed = fresh_generator("cuda")
+    cases = (  # base sizes, the permutation, the reduced dim, the merged inner run
+        ((3, 40, 300, 16), (0, 3, 2, 1), 3, 4800),  # (a, r, b, w).transpose(1, 3): w, then b
+        ((20, 300, 16, 2), (2, 0, 1, 3), 2, 32),  # the results' order against memory's; splits
+        ((700, 300, 5, 3), (2, 0, 1, 3), 2, 15),
+    )
+    for sizes, perm, dim, inner in cases:
+        base = torch.randn(sizes, generator=gen, device="cuda").mul(20)
+        for dtype in (torch.float32, torch.bfloat16, torch.int16):
+            x = base.to(dtype).permute(perm)
+            where = (sizes, perm, dtype, seed)
+            steps = torch_reduce.explain(x, dim)["plan"]["steps"]
+            assert steps[0]["kernel"] == "columns_kernel" and steps[0]["end"] == inner, (where, steps)
+            check_op_kinds(x, dim, sizes[1], where, equal_nan=True)
+
+
+@cuda_only
 def test_transposed_columns_of_a_few_elements_along_the_result():
     # Reductions over a long dim of columns 2 or 3 elements wide whose results are transposed
     # against the input (layout.h's columns_in_result_order): the result-contiguous run becomes

@@ -679,9 +679,15 @@ class Planner {
     // Longer columns of a few elements, transposed likewise: their result-contiguous outer run
     // as inner (layout.h), read across rows in memory order.
     if (l.reduced > kTileReduced && columns_in_result_order(l, t_.in_bytes, &ordered)) return layout(ordered, to, ws);
+    // Columns narrower than a line whose inner run continues in memory through outer runs that
+    // hold results in another order: those runs merged into one inner run (layout.h's
+    // inner_merged), which only the columns kernels below take.
+    if (l.reduced > kTileReduced && l.inner * t_.in_bytes < 128 && inner_merged(l, &ordered))
+      return layout(ordered, to, ws);
+    const bool merged = l.inner_runs.runs > 1;
     // A map along inner, from a block's elements a row.
     const int64_t map_blocks = ceil_div(l.inner, int64_t(kMapBlock * kMapLoads));
-    if (l.reduced == 1 && l.combine == 1 && l.in_inner == 1 && l.out_inner == 1 && l.inner >= kMapBlock * kMapLoads &&
+    if (l.reduced == 1 && l.combine == 1 && l.in_inner == 1 && l.out_inner == 1 && !merged && l.inner >= kMapBlock * kMapLoads &&
         map_blocks <= kMaxGridX) {
       Step& s = p_.add(Kernel::Map);
       s.grid[0] = map_blocks, s.grid[1] = std::min<int64_t>(l.outer, 65535), s.block[0] = kMapBlock;
@@ -702,21 +708,21 @@ class Planner {
     // the work (min over dim 0 of (7, 11008, 12) int8, 8 threads down 7 rows: 7.5 us,
     // torch.compile 1.7; H200).
     const auto short_tiles = [&](const ColumnsShape& c, int64_t V) {
-      return l.reduced <= kTileReduced &&
+      return !merged && l.reduced <= kTileReduced &&
              (c.Y >= l.reduced || int64_t(c.X) * V > 2 * l.inner || tiles_transposed(l) ||
               int64_t(c.X) * V * l.reduced < 4 * kColumnsBlock);
     };
     // Dense slabs: where tiles would be taken, and for columns narrower than 128 bytes, whose
     // rows the columns kernel's threads across mostly do not reach.
     SlabShape slabs;
-    const bool dense = slab_shape(l, &slabs);
+    const bool dense = !merged && slab_shape(l, &slabs);
     if (dense && l.inner * t_.in_bytes < 128)
       return l.reduced > kTileReduced ? slabs_step(l, slabs, to) : slabs_or_tiles(l, slabs, to);
     // Short reductions of results transposed against the input, a tile of them at least each
     // way: transpose_tile_kernel, dense or not. Slabs store such results one by one, far apart
     // (var over the dim of 3 of a channels_last (112, 32, 197, 3) float32: 16.7 us in slabs,
     // torch.compile 3.1).
-    if (transposable(l, transpose_least_inner())) return tiles(l, to);
+    if (!merged && transposable(l, transpose_least_inner())) return tiles(l, to);
     // Also short columns whose V outputs a thread hold 64 bytes of accumulators or more
     // (positions' 16 bytes, min-max pairs of 2-byte inputs): the columns kernel parks them in
     // shared memory and ran at an eighth of DRAM's peak (in CUDA graphs, H200, us: argmax over

@@ -282,6 +282,27 @@ void check_plans() {
              p.step[0].layout.out_inner == 3072 && p.step[0].layout.outer == 3072 && p.step[0].inner_tiles == 32 &&
              !p.step[0].flag,
          "plan: transposed rows packed along a run are transpose tiles along it: " + plan_json(p));
+  // Columns of 16 float16 whose inner run continues in memory through the outer run of 2048
+  // (in stride 16) that holds the result's contiguous run: mean over dim 3 of (40, 80, 2048,
+  // 16).transpose(1, 3) reads one inner run of 32768 in memory order, 8 outputs a thread, and
+  // output i goes to (i % 16) * 2048 + i / 16 of its outer index.
+  p = plan_reduce(h100, f16_mean, plan_input({40, 16, 2048, 80}, {2621440, 1, 16, 32768}, {3}));
+  const treduce::Layout3& m = p.step[0].layout;
+  expect(kernels(p) == "columns_kernel" && m.inner == 32768 && m.in_inner == 1 && m.outer == 40 &&
+             m.out_outer == 32768 && m.inner_runs.runs == 2 && m.inner_out(1) == 2048 && m.inner_out(16) == 1 &&
+             m.inner_out(16 * 5 + 3) == 3 * 2048 + 5 && p.step[0].V == 8,
+         "plan: narrow columns continued by an outer run read one merged inner run: " + plan_json(p));
+  // ... also with the merged runs' out strides against their memory order, the partials of
+  // splits combined through them: mean over dim -2 of (256, 4096, 16, 2).permute(2, 0, 1, 3)
+  // float32, inner runs (16, out 512) and (2, out 1).
+  p = plan_reduce(h100, f32_sum, plan_input({16, 256, 4096, 2}, {2, 131072, 32, 1}, {2}));
+  expect(kernels(p) == "columns_kernel + column_partials_kernel" && p.step[0].layout.inner == 32 &&
+             p.step[1].layout.inner_runs.runs == 2 && p.step[1].layout.inner_out(3) == 512 + 1 &&
+             p.step[1].layout.outer == 256 && p.step[1].layout.out_outer == 2,
+         "plan: ... and their splits' combine stores through them: " + plan_json(p));
+  // Not where the inner run is a line or more: (1024 float32 of a run, results in another order).
+  p = plan_reduce(h100, f32_sum, plan_input({4, 8, 1024, 64}, {1024, 4096 * 8 * 64, 1, 4096 * 8}, {3}));
+  expect(p.step[0].layout.inner_runs.runs <= 1, "plan: ... not for inner runs of a line or more: " + plan_json(p));
   // Short columns whose threads down would hold a row each at most: tile_kernel, not
   // columns_kernel's combine down Y. min over dim 0 of (7, 132096) int8 (its values and positions,
   // 16-byte accumulators): 8-byte vectors of 8 outputs, Y = 8 for 7 rows; the instance for 8

@@ -1,6 +1,7 @@
 // auto over dims: every operator (reduce_ops.h) on any Layout3 (layout.h), that is
-//   out[outer_out(o) + i * out_inner] = reduce over r of x[outer_in(o) + r * in_reduced + i * in_inner],
-// the outer index one run of memory or the digits of several. Shapes of work, picked by
+//   out[outer_out(o) + inner_out(i)] = reduce over r of x[outer_in(o) + r * in_reduced + i * in_inner],
+// the outer index one run of memory or the digits of several (inner_out(i) = i * out_inner, but
+// for the columns kernels' merged inner runs). Shapes of work, picked by
 // plan_reduce (cuda/plan_reduce.h, where each choice's measurements are) and launched by
 // run_reduce (the end of this file):
 //  - small reductions (up to Tuning::small_elements elements, any layout; up to 2^19-2^20 for a few
@@ -561,7 +562,7 @@ columns_kernel(const typename R::In* x, Layout3 l, unsigned column_blocks, int64
   // split's partial at [split][o][i], or the result.
   const auto column_output = [&](int c) { return first + (int64_t(blockIdx.x - o * column_blocks) * X + c) * V; };
   const auto out_at = [&](int64_t i) {
-    return gridDim.y > 1 ? (int64_t(blockIdx.y) * l.outer + o) * l.inner + i : l.outer_out(o) + i * l.out_inner;
+    return gridDim.y > 1 ? (int64_t(blockIdx.y) * l.outer + o) * l.inner + i : l.outer_out(o) + l.inner_out(i);
   };
   const int64_t i0 = column_output(threadIdx.x);
   const int64_t r_end = min64(l.reduced, (blockIdx.y + 1) * per_split);
@@ -1347,7 +1348,7 @@ inline constexpr int kPartialLoads = sizeof(Acc) <= 8 ? 8 : sizeof(Acc) <= 16 ? 
 
 // Where a combine kernel stores output k (k < outer * inner, in the result's order).
 __device__ __forceinline__ int64_t combined_output_at(const Layout3& l, int64_t k) {
-  return l.outer_out(k / l.inner) + (k % l.inner) * l.out_inner;
+  return l.outer_out(k / l.inner) + l.inner_out(k % l.inner);
 }
 
 // Combines the splits of the column kernel: thread (x, y) of a block takes output

@@ -259,7 +259,7 @@ struct ExactSink {
 };
 
 __device__ __forceinline__ int64_t exact_out_offset(const Layout3& l, int64_t j) {
-  return l.outer_out(j / l.inner) + (j % l.inner) * l.out_inner;
+  return l.outer_out(j / l.inner) + l.inner_out(j % l.inner);
 }
 
 // exact_normalize (exact.h) for one thread over shared memory, the running chunk in a register
