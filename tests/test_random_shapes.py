@@ -634,7 +634,8 @@ def test_word_rows_from_misaligned_storage(device):
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_dense_short_rows_against_torch(device):
-    # Dense rows of 3, 5, 6 and 7 elements (CUDA: short_rows_kernel, a 16-byte vector's worth of
+    # Dense rows of 3, 5, 6 and 7 elements, and of 2, 4 and 8 where a row is under 16 bytes
+    # (CUDA: short_rows_kernel, a 16-byte vector's worth of
     # rows a thread, from 16-byte aligned inputs of 1 MiB or more), every input width and operator kind, row
     # counts that are and are not multiples of a thread's rows (2 to 16), and the same rows one
     # row in (not aligned: another kernel); with a NaN and an infinity in some rows.
@@ -644,9 +645,11 @@ def test_dense_short_rows_against_torch(device):
            ("logsumexp", "float16"), ("prod", "float64"), ("any", "bool"), ("std", "float64"), ("amin", "int8"),
            ("nansum", "bfloat16"), ("count_nonzero", "int32"), ("argmin", "float32"), ("max", "float16")]
     for k, (op, dtype) in enumerate(ops):
-        for reduced in (3, 5, 6, 7):
+        itemsize = getattr(torch, dtype).itemsize
+        for reduced in [n for n in (2, 3, 4, 5, 6, 7, 8) if n in (3, 5, 6, 7) or n * itemsize < 16]:
             # past the small kernel's sizes and Tuning::short_rows_least_bytes (1 MiB)
             rows = (360448, 360451, 370000 + 8 * k + reduced)[(k + reduced) % 3]
+            rows += max(0, (1 << 20) // (reduced * itemsize) + 64 - 360448)
             case = Case(op, [rows + 1, reduced], "contiguous", [], -1, dtype)
             x = random_shapes.make_input(case, device, gen)
             if x.dtype.is_floating_point:

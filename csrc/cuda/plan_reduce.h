@@ -332,9 +332,10 @@ class Planner {
     return row_segments(l, loads, whole, to, ws);
   }
 
-  // Dense rows of 3, 5, 6 or 7 elements (row o at o * reduced, its result at o, the input
-  // 16-byte aligned): short_rows_kernel, a thread the rows of `reduced` 16-byte vectors (16 /
-  // in_bytes rows), all loaded at once, reduced in registers, their results stored as one run.
+  // Dense rows of 3, 5, 6 or 7 elements, and of 2, 4 or 8 under a vector (row o at o * reduced,
+  // its result at o, the input 16-byte aligned): short_rows_kernel, a thread the rows of
+  // `reduced` 16-byte vectors (16 / in_bytes rows), all loaded at once, reduced in registers,
+  // their results stored as one run.
   // slab_kernel staged a block's rows in shared memory, then reduced an output a thread with its
   // index arithmetic and store. In CUDA graphs, H200, us, slabs -> this (torch.compile): mean over
   // rows of 3 of (128, 128, 128, 3) bfloat16 12.92 -> 5.98 (3.62); std over rows of 3 of (1024,
@@ -343,7 +344,7 @@ class Planner {
   // Predicted ~2x from the instructions (a vector's worth of rows from registers against an
   // output a thread from shared memory): got 1.7-2.2x.
   bool short_rows(const Layout3& l, int64_t to) {
-    if (!short_rows_length(l.reduced) || l.in_reduced != 1 || l.inner != 1 || l.combine != 1 ||
+    if (!short_rows_length(l.reduced, t_.in_bytes) || l.in_reduced != 1 || l.inner != 1 || l.combine != 1 ||
         l.outer_runs.runs > 1 || l.outer < 2 || l.in_outer != l.reduced || l.out_outer != 1 || in_.address % 16 != 0 ||
         l.outer * l.reduced * t_.in_bytes < k_.short_rows_least_bytes)
       return false;

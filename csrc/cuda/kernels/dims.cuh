@@ -17,7 +17,7 @@
 //    contiguous one where it is long enough: rows) into partials, then a second kernel combines
 //    each result's partials, a block each for a few results (Planner::combined); also a few results
 //    interleaved in one long run, read as rows of k results each (fold_interleaved);
-//  - dense rows of 3, 5, 6 or 7 elements, one run of memory, 16-byte aligned, from 1 MiB: a
+//  - dense rows of 3, 5, 6 or 7 elements (2, 4, 8 under a vector), one run of memory, 16-byte aligned, from 1 MiB: a
 //    thread the rows of that many 16-byte vectors, reduced in registers (short_rows_kernel);
 //  - dense slabs (each outer index's [reduced][inner] elements one contiguous block of at most
 //    kSlabBytes) of short rows, short columns and columns narrower than 128 bytes (short
@@ -1296,7 +1296,7 @@ slab_kernel(const typename R::In* x, Layout3 l, SlabShape s, Sink out) {
   }
 }
 
-// Dense rows of kR elements (3, 5, 6 or 7): row o at x[o * kR], its result at o (plan_reduce.h's
+// Dense rows of kR elements (3, 5, 6, 7; 2, 4, 8 under a vector): row o at x[o * kR], its result at o (plan_reduce.h's
 // short_rows, with the measurements). A thread takes kP = 16 / sizeof(In) consecutive rows, which are kR whole 16-byte
 // vectors (the input 16-byte aligned): all kR loaded at once, each row reduced from registers
 // (short_reduction, constant indexes), the kP results stored as one run. The last rows, fewer
@@ -1548,8 +1548,20 @@ cudaError_t launch_step(const Step& s, const ReduceArgs& a) {
         case 5: return launch(short_rows_kernel<R, 5>, x, l.outer, sink);
         case 6: return launch(short_rows_kernel<R, 6>, x, l.outer, sink);
         case 7: return launch(short_rows_kernel<R, 7>, x, l.outer, sink);
-        default: return cudaErrorInvalidValue;
+        default: break;
       }
+      // Rows of 2, 4 and 8 only where less than a vector (plan.h's short_rows_length): no
+      // instances for the others.
+      if constexpr (sizeof(typename R::In) <= 4) {
+        if (s.loads == 2) return launch(short_rows_kernel<R, 2>, x, l.outer, sink);
+      }
+      if constexpr (sizeof(typename R::In) <= 2) {
+        if (s.loads == 4) return launch(short_rows_kernel<R, 4>, x, l.outer, sink);
+      }
+      if constexpr (sizeof(typename R::In) == 1) {
+        if (s.loads == 8) return launch(short_rows_kernel<R, 8>, x, l.outer, sink);
+      }
+      return cudaErrorInvalidValue;
   }
   return cudaErrorInvalidValue;
 }
