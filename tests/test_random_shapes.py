@@ -322,6 +322,24 @@ def test_columns_of_merged_inner_runs():
 
 
 @cuda_only
+def test_columns_of_8_byte_aligned_rows():
+    # Columns of 2-byte inputs whose rows (or start) are 8-byte aligned but not 16: the narrow
+    # instance's 8-byte vectors (plan_reduce.h), 4 outputs a thread; rows of 28 and 12, a start 8
+    # bytes in, outputs past the vectors' multiples (30: two of them by element loads). Every op kind
+    # against torch: extrema and positions exact, sums and var against float64.
+    gen, seed = fresh_generator("cuda")
+    for sizes, start, end in (((40, 3000, 28), 0, 28), ((5, 20000, 12), 0, 12), ((6, 9000, 36), 4, 36),
+                              ((9, 7000, 36), 4, 34)):
+        base = torch.randn(sizes, generator=gen, device="cuda").mul(20)
+        for dtype in (torch.float16, torch.bfloat16):
+            x = base.to(dtype)[..., start:end]
+            where = (sizes, start, end, dtype, seed)
+            steps = torch_reduce.explain(x, 1)["plan"]["steps"]
+            assert steps[0]["kernel"] == "columns_kernel" and steps[0]["V"] == 4 and steps[0]["U"] == 8, (where, steps)
+            check_op_kinds(x, 1, sizes[1], where, equal_nan=True)
+
+
+@cuda_only
 def test_transposed_columns_of_a_few_elements_along_the_result():
     # Reductions over a long dim of columns 2 or 3 elements wide whose results are transposed
     # against the input (layout.h's columns_in_result_order): the result-contiguous run becomes

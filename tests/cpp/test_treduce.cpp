@@ -355,16 +355,24 @@ void check_plans() {
   expect(kernels(p) == "tile_kernel" && p.step[0].a_is_outer, "plan: ... tiles under 4 MB of input: " + kernels(p));
   // Long narrow columns of several outer indexes, float16 mean over dim 1 of (40, 50257, 28): the
   // reduced dim split (27 splits of 1862 rows) and combined, not one pass of 1570 rows a thread
-  // (Tuning::columns_one_pass_rows).
+  // (Tuning::columns_one_pass_rows); rows of 56 bytes, 8-byte aligned but not 16: the narrow
+  // instance's 8-byte vectors, 4 outputs a thread, blocks of 8 x 16.
   OpTraits f16_sum;
   f16_sum.in_bytes = 2;
   const PlanInput narrow_columns = plan_input({40, 50257, 28}, {1407196, 28, 1}, {1});
   p = plan_reduce(h100, f16_sum, narrow_columns);
-  expect(kernels(p) == "columns_kernel + column_partials_kernel" && p.step[0].grid[1] == 27 && p.step[0].per == 1862,
+  expect(kernels(p) == "columns_kernel + column_partials_kernel" && p.step[0].grid[1] == 27 && p.step[0].per == 1862 &&
+             p.step[0].V == 4 && p.step[0].U == 8 && p.step[0].block[0] * p.step[0].block[1] == kNarrowBlock,
          "plan: long narrow columns are split: " + plan_json(p));
+  // Rows of 27 (54 bytes, element loads): one pass under a Tuning::columns_one_pass_rows without
+  // the bound.
+  const PlanInput odd_columns = plan_input({40, 50257, 27}, {1356939, 27, 1}, {1});
+  p = plan_reduce(h100, f16_sum, odd_columns);
+  expect(kernels(p) == "columns_kernel + column_partials_kernel" && p.step[0].V == 1,
+         "plan: ... rows of 54 bytes, element loads: " + plan_json(p));
   Tuning one_pass;
   one_pass.columns_one_pass_rows = 1 << 20;
-  p = plan_reduce(h100, f16_sum, narrow_columns, one_pass);
+  p = plan_reduce(h100, f16_sum, odd_columns, one_pass);
   expect(kernels(p) == "columns_kernel" && p.step[0].per == 50257, "plan: ... one pass without the bound: " + plan_json(p));
   // Transposed short reductions of 1-byte inputs over inner runs of 32 (amin over the dim of 2 of
   // (2, 32064, 13, 32).transpose(0, 3)): tiles, not transpose tiles 128 wide
