@@ -64,11 +64,8 @@ inline constexpr int kMapLoads = 8;
 inline constexpr int kSlabBlock = 256;
 inline constexpr int kSlabBytes = 8192;  // a block's shared memory of slabs
 inline constexpr int kShortRowsBlock = 256;
-// Dense rows of these lengths go to short_rows_kernel (its instances): rows of 2, 4 and 8
-// elements are whole 16-byte vectors or aligned words of every input size (whole_rows_kernel,
-// tile_kernel's words).
-// Rows short_rows_kernel is compiled for: 3, 5, 6, 7, and 2, 4 and 8 where a row is less than a
-// 16-byte vector (longer, whole vectors go to whole_rows_kernel).
+// Dense rows of these lengths go to short_rows_kernel (its instances): 3, 5, 6 and 7, and 2, 4
+// and 8 where a row is less than a 16-byte vector (whole vectors go to whole_rows_kernel).
 constexpr bool short_rows_length(int64_t reduced, int in_bytes) {
   return reduced == 3 || reduced == 5 || reduced == 6 || reduced == 7 ||
          ((reduced == 2 || reduced == 4 || reduced == 8) && reduced * in_bytes < 16);

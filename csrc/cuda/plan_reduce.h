@@ -696,9 +696,13 @@ class Planner {
       return 0;
     }
     const int kV = columns_vector(t_.in_bytes, t_.indexed);
-    const auto aligned = [&](int64_t stride, int64_t extent) { return extent == 1 || (stride * t_.in_bytes) % 16 == 0; };
-    const bool vectors = l.in_inner == 1 && in_.address % 16 == 0 && l.outer_strides_multiple_of(16 / t_.in_bytes) &&
-                         aligned(l.in_reduced, l.reduced);
+    // Whether every row of inner elements is whole aligned loads of `bytes` (16: vectors; 8: the
+    // narrow instance's words).
+    const auto loads_of = [&](int64_t bytes) {
+      return l.in_inner == 1 && in_.address % bytes == 0 && l.outer_strides_multiple_of(bytes / t_.in_bytes) &&
+             (l.reduced == 1 || (l.in_reduced * t_.in_bytes) % bytes == 0);
+    };
+    const bool vectors = loads_of(16);
     const bool deeper = !t_.indexed;
     // A short reduced dim: tiles where the columns' threads down it, or across a row's outputs,
     // would be mostly idle, or where the result is transposed against the input (tile_kernel).
@@ -746,9 +750,7 @@ class Planner {
       // in flight). Element loads moved 2 bytes each: mean over dim -2 of (40, 50257, 28)
       // float16 (rows of 56 bytes), 27 splits of 40 blocks, 16 KB in flight a multiprocessor,
       // 180 us in CUDA graphs against torch.compile's 39 (H200).
-      const bool words = l.in_inner == 1 && in_.address % 8 == 0 && l.outer_strides_multiple_of(4) &&
-                         (l.reduced == 1 || l.in_reduced % 4 == 0);
-      if (t_.in_bytes == 2 && words && l.inner >= kV / 2)
+      if (t_.in_bytes == 2 && loads_of(8) && l.inner >= kV / 2)
         return columns(l, columns_shape(l, kV / 2, kNarrowBlock, deeper, 4), kV / 2, 8, to, ws);
       return columns(l, one, 1, 4, to, ws);
     }
