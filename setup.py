@@ -12,6 +12,8 @@ Sources and flags come from csrc/build.txt, shared with CMakeLists.txt.
 TREDUCE_ANY_TORCH=1 builds against a torch outside the supported range, untested.
 TREDUCE_NVCC_CACHE=FOLDER keeps the CUDA objects there and reuses them in a build against another
 torch (they include no torch header; scripts/nvcc_cache.py says when one is reused).
+TREDUCE_CUDA_CHECK_ONLY=1 compiles the CUDA sources as a check only (PTX, device code not
+optimized; scripts/nvcc_cache.py): for CI, which has no GPU; not a library to run kernels with.
 """
 
 import json
@@ -71,11 +73,15 @@ def nvcc_version():
 
 WITH_CUDA = CUDA_HOME is not None and os.environ.get("TREDUCE_CUDA", "1") != "0"
 
-if WITH_CUDA and os.environ.get("TREDUCE_NVCC_CACHE") and "PYTORCH_NVCC" not in os.environ:
-    # CUDA objects reused across builds against different torch releases (scripts/nvcc_cache.py)
+CHECK_ONLY = WITH_CUDA and os.environ.get("TREDUCE_CUDA_CHECK_ONLY") == "1"
+
+if WITH_CUDA and (os.environ.get("TREDUCE_NVCC_CACHE") or CHECK_ONLY) and "PYTORCH_NVCC" not in os.environ:
+    # CUDA objects reused across builds against different torch releases, and CI's compile check
+    # (scripts/nvcc_cache.py)
     import shlex
 
-    os.environ["TREDUCE_NVCC_CACHE"] = os.path.abspath(os.environ["TREDUCE_NVCC_CACHE"])
+    if os.environ.get("TREDUCE_NVCC_CACHE"):
+        os.environ["TREDUCE_NVCC_CACHE"] = os.path.abspath(os.environ["TREDUCE_NVCC_CACHE"])
     os.environ["PYTORCH_NVCC"] = " ".join(shlex.quote(part) for part in (
         sys.executable, str(ROOT / "scripts" / "nvcc_cache.py"), os.path.join(CUDA_HOME, "bin", "nvcc")))
 
@@ -121,6 +127,8 @@ class BuildWithInfo(BuildExtension):
             "torch_cuda": torch.version.cuda,
             "cuda": nvcc_version() if WITH_CUDA else None,
             "cuda_archs": os.environ["TORCH_CUDA_ARCH_LIST"] if WITH_CUDA else None,
+            # the kernels compiled as a check only (PTX, not optimized): torch_reduce warns on a GPU
+            "cuda_check_only": CHECK_ONLY,
             "platform": f"{platform.system()}-{platform.machine()}",
         }
         library = Path(self.get_ext_fullpath("torch_reduce._C"))

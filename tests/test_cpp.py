@@ -31,9 +31,12 @@ def test_cmake_build_and_ctest(tmp_path):
     generator = ["-G", "Ninja"] if shutil.which("ninja") else []
     # CI builds twice, against each end of the torch range: with TREDUCE_NVCC_CACHE set the CUDA
     # objects (no torch header in them) are compiled once (scripts/nvcc_cache.py).
+    # TREDUCE_CUDA_CHECK_ONLY's compile check goes through the same script.
     launcher = ([f"-DCMAKE_CUDA_COMPILER_LAUNCHER={sys.executable};{ROOT / 'scripts' / 'nvcc_cache.py'}"]
-                if os.environ.get("TREDUCE_NVCC_CACHE") else [])
-    run(["cmake", "-S", ROOT, "-B", build, *generator, *launcher,
+                if os.environ.get("TREDUCE_NVCC_CACHE") or os.environ.get("TREDUCE_CUDA_CHECK_ONLY") == "1" else [])
+    # The C++ sources at -O0 (CMakeLists.txt, TREDUCE_CXX_OPT): this test is of the build and the
+    # C++ API; the optimized CPU kernels are the Python build's, run by the rest of the suite.
+    run(["cmake", "-S", ROOT, "-B", build, *generator, *launcher, "-DTREDUCE_CXX_OPT=-O0",
          f"-DCMAKE_PREFIX_PATH={torch.utils.cmake_prefix_path}"])
     run(["cmake", "--build", build, "-j", str(os.cpu_count() or 2)])
     log = run(["ctest", "--test-dir", build, "--verbose"])

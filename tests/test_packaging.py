@@ -1,6 +1,7 @@
 """The torch releases torch_reduce supports, said once and kept: requirements, the build's refusal of
 other releases, the build record and the import-time check against the running torch."""
 
+import importlib.util
 import json
 import os
 import re
@@ -189,3 +190,19 @@ def test_nvcc_cache_reuses_an_object_only_for_the_same_inputs(tmp_path):
     header.write_text("#error\n")
     rc, _, compiled = build("broken")
     assert rc != 0 and compiled == 6 and len(list((tmp_path / "cache").iterdir())) == kept
+
+
+def test_cuda_check_only_compiles_ptx_without_device_optimization():
+    """TREDUCE_CUDA_CHECK_ONLY (CI's compile check): each -gencode, in either spelling, builds
+    its architecture's PTX only, cicc does not optimize, and nvcc's other calls are unchanged."""
+    spec = importlib.util.spec_from_file_location("nvcc_cache", ROOT / "scripts" / "nvcc_cache.py")
+    nvcc_cache = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(nvcc_cache)
+    args = ["-c", "k.cu", "-o", "k.o", "-gencode=arch=compute_90,code=sm_90", "-gencode",
+            "arch=compute_80,code=[sm_80,compute_80]", "--generate-code=arch=compute_100a,code=sm_100a", "-O3"]
+    assert nvcc_cache.check_only(args) == [
+        "-c", "k.cu", "-o", "k.o", "-gencode=arch=compute_90,code=compute_90", "-gencode",
+        "arch=compute_80,code=compute_80", "--generate-code=arch=compute_100a,code=compute_100a", "-O3",
+        "-Xcicc", "-O0"]
+    assert nvcc_cache.check_only(["-M", "k.cu", "-gencode=arch=compute_90,code=sm_90"])[-1] == \
+        "-gencode=arch=compute_90,code=compute_90"

@@ -6,6 +6,7 @@ registers ``torch.ops.treduce.*``; the Python wrappers below call through those 
 
 import importlib.util
 import json
+import warnings
 from pathlib import Path
 
 import torch
@@ -27,7 +28,8 @@ def build_info() -> dict:
     """What the compiled library was built with, and so is tied to: the torch release ("torch"; it
     runs with that minor release only), the CUDA release of that torch ("torch_cuda") and of the
     compiler ("cuda", None for a CPU-only build; it runs with torch builds of that CUDA major), the
-    GPU architectures ("cuda_archs"), and the platform."""
+    GPU architectures ("cuda_archs"; "cuda_check_only" where the kernels were compiled as CI's check
+    only, unoptimized PTX), and the platform."""
     return dict(_BUILD_INFO)
 
 
@@ -49,6 +51,9 @@ def _check_build(library: Path) -> dict:
         if info["cuda"].split(".")[0] != torch.version.cuda.split(".")[0]:
             raise ImportError(f"torch_reduce was built with CUDA {info['cuda']} and this torch with CUDA "
                               f"{torch.version.cuda}: the CUDA major releases must match; {_REBUILD}")
+        if info.get("cuda_check_only") and torch.cuda.is_available():
+            warnings.warn("torch_reduce's CUDA kernels were compiled as a check only (TREDUCE_CUDA_CHECK_ONLY: "
+                          f"unoptimized PTX), and run slowly on this GPU; {_REBUILD}", stacklevel=3)
     return info
 
 
