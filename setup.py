@@ -86,9 +86,17 @@ if WITH_CUDA and (os.environ.get("TREDUCE_NVCC_CACHE") or CHECK_ONLY) and "PYTOR
         sys.executable, str(ROOT / "scripts" / "nvcc_cache.py"), os.path.join(CUDA_HOME, "bin", "nvcc")))
 
 
+def cuda_units():
+    """The generated instantiation units (csrc/cuda/units.txt, scripts/cuda_units.py), written into
+    build/units: one folder for every torch's build, so that their objects are reused."""
+    namespace = {}
+    exec((ROOT / "scripts" / "cuda_units.py").read_text(), namespace)
+    return [str(p.relative_to(ROOT)) for p in namespace["write_units"](ROOT, ROOT / "build" / "units")]
+
+
 def extension():
     build = read_build_manifest()
-    sources = build["source"] + build["python_source"] + (build["cuda_source"] if WITH_CUDA else [])
+    sources = build["source"] + build["python_source"] + (build["cuda_source"] + cuda_units() if WITH_CUDA else [])
     args = {"cxx": build.get("cxx_flag", [])}
     link = build.get("link_flag", [])
     # THPVariable_Wrap, for the eager entry's results (torch's builder links it only into

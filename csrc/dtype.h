@@ -108,6 +108,10 @@ constexpr SumTypes plan_sum_types(DType in, DType out) {
   TREDUCE_SUM_COMBOS_FLOAT(X) TREDUCE_SUM_COMBOS_VIA_LOWP(X)                 \
   TREDUCE_SUM_COMBOS_DOUBLE(X)
 
+// any, all and count_nonzero sum x != 0 in int64: every input dtype's (in, bool, int64) is a
+// sum's already but uint8's (summed as it is there, TREDUCE_SUM_COMBOS_INT64).
+#define TREDUCE_COUNT_COMBOS(X) X(UInt8, Bool, Int64)
+
 constexpr bool is_instantiated(SumTypes t) {
 #define TREDUCE_MATCH(IN, MID, ACC)                                          \
   if (t.in == DType::IN && t.mid == DType::MID && t.acc == DType::ACC)       \

@@ -36,7 +36,9 @@ def test_cmake_build_and_ctest(tmp_path):
                 if os.environ.get("TREDUCE_NVCC_CACHE") or os.environ.get("TREDUCE_CUDA_CHECK_ONLY") == "1" else [])
     # The C++ sources at -O0 (CMakeLists.txt, TREDUCE_CXX_OPT): this test is of the build and the
     # C++ API; the optimized CPU kernels are the Python build's, run by the rest of the suite.
+    # The generated CUDA units where setup.py writes them (the same bytes and paths: reused).
     run(["cmake", "-S", ROOT, "-B", build, *generator, *launcher, "-DTREDUCE_CXX_OPT=-O0",
+         f"-DTREDUCE_UNITS_DIR={ROOT / 'build' / 'units'}",
          f"-DCMAKE_PREFIX_PATH={torch.utils.cmake_prefix_path}"])
     run(["cmake", "--build", build, "-j", str(os.cpu_count() or 2)])
     log = run(["ctest", "--test-dir", build, "--verbose"])

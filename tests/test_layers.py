@@ -4,6 +4,7 @@ no torch, ATen, c10, pybind11 or Python header, directly or through another of o
 CUDA objects are then built without torch, and the planner and kernels can be read, tested and
 reused on their own.) Reads the sources only: no build needed."""
 
+import importlib.util
 import re
 from pathlib import Path
 
@@ -52,6 +53,30 @@ def test_torch_free_sources_include_no_torch_header(root):
     for path, system in closure(root).items():
         bad = [name for name in system if FORBIDDEN.match(name)]
         assert not bad, f"{path.relative_to(CSRC)} (reached from {root.relative_to(CSRC)}) includes {bad}"
+
+
+def load_cuda_units():
+    spec = importlib.util.spec_from_file_location("cuda_units", CSRC.parent / "scripts" / "cuda_units.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_generated_units_are_torch_free_and_name_what_the_headers_define(tmp_path):
+    """The CUDA units the build generates (csrc/cuda/units.txt): each names a kernels header, a
+    dtype.h list and an instance macro that exist, and includes nothing of torch."""
+    cuda_units = load_cuda_units()
+    defined = set()
+    for header in [CSRC / "dtype.h", *(CSRC / "cuda" / "kernels").glob("*.cuh")]:
+        defined |= set(re.findall(r"^\s*#\s*define\s+(TREDUCE_\w+)", header.read_text(), re.M))
+    units = cuda_units.read_units(CSRC.parent)
+    assert len({u["name"] for u in units}) == len(units), "two units of one name"
+    for unit in units:
+        assert (CSRC / "cuda" / "kernels" / unit["header"]).exists(), unit
+        assert unit["list"] in defined and unit["instance"] in defined, unit
+    for path in cuda_units.write_units(CSRC.parent, tmp_path):
+        for included, system in closure(path).items():
+            assert not [name for name in system if FORBIDDEN.match(name)], f"{path.name}: {included}"
 
 
 def test_the_check_sees_a_torch_include(tmp_path):

@@ -1592,8 +1592,26 @@ cudaError_t run_reduce(const ReduceArgs& a, size_t* workspace_bytes, Plan* plan)
   return cudaSuccess;
 }
 
-#define TREDUCE_INSTANTIATE_RUN_REDUCE(IN, MID, OP)                                  \
-  template cudaError_t run_reduce<Reduction<ctype_t<DType::IN>, ctype_t<DType::MID>, OP>>( \
+// run_reduce of one (In, Mid, operator); the operator may hold commas (NormOp<A, K>).
+#define TREDUCE_INSTANTIATE_RUN_REDUCE(IN, MID, ...)                                         \
+  template cudaError_t run_reduce<Reduction<ctype_t<DType::IN>, ctype_t<DType::MID>, __VA_ARGS__>>( \
       const ReduceArgs&, size_t*, Plan*);
+
+// What one entry of a dtype.h list instantiates, per operator: the generated units
+// (csrc/cuda/units.txt) apply one of these to a list. dispatch.cu's launch_reduce calls them.
+#define TREDUCE_INSTANTIATE_SUM(IN, MID, ACC) TREDUCE_INSTANTIATE_RUN_REDUCE(IN, MID, Sum<ctype_t<DType::ACC>>)
+#define TREDUCE_INSTANTIATE_MAX(IN, ACC) TREDUCE_INSTANTIATE_RUN_REDUCE(IN, IN, MaxOp<ctype_t<DType::ACC>>)
+#define TREDUCE_INSTANTIATE_MIN(IN, ACC) TREDUCE_INSTANTIATE_RUN_REDUCE(IN, IN, MinOp<ctype_t<DType::ACC>>)
+#define TREDUCE_INSTANTIATE_MINMAX(IN, ACC) TREDUCE_INSTANTIATE_RUN_REDUCE(IN, IN, MinMaxOp<ctype_t<DType::ACC>>)
+#define TREDUCE_INSTANTIATE_ARGMAX(IN, ACC) TREDUCE_INSTANTIATE_RUN_REDUCE(IN, IN, ArgMaxOp<ctype_t<DType::ACC>>)
+#define TREDUCE_INSTANTIATE_ARGMIN(IN, ACC) TREDUCE_INSTANTIATE_RUN_REDUCE(IN, IN, ArgMinOp<ctype_t<DType::ACC>>)
+#define TREDUCE_INSTANTIATE_VAR(IN, ACC) TREDUCE_INSTANTIATE_RUN_REDUCE(IN, IN, VarOp<ctype_t<DType::ACC>>)
+#define TREDUCE_INSTANTIATE_NANSUM(IN, ACC) TREDUCE_INSTANTIATE_RUN_REDUCE(IN, IN, NanSumOp<ctype_t<DType::ACC>>)
+#define TREDUCE_INSTANTIATE_NANMEAN(IN, ACC) TREDUCE_INSTANTIATE_RUN_REDUCE(IN, IN, NanMeanOp<ctype_t<DType::ACC>>)
+#define TREDUCE_INSTANTIATE_LOGSUMEXP(IN, ACC) \
+  TREDUCE_INSTANTIATE_RUN_REDUCE(IN, IN, LogSumExpOp<ctype_t<DType::ACC>>)
+#define TREDUCE_INSTANTIATE_PROD(IN, ACC) TREDUCE_INSTANTIATE_RUN_REDUCE(IN, IN, ProdOp<ctype_t<DType::ACC>>)
+#define TREDUCE_INSTANTIATE_NORM(K, IN, ACC) \
+  TREDUCE_INSTANTIATE_RUN_REDUCE(IN, IN, NormOp<ctype_t<DType::ACC>, NormOrd::K>)
 
 }  // namespace treduce::cuda

@@ -1,6 +1,0 @@
-// run_cub instantiations for TREDUCE_SUM_COMBOS_VIA_LOWP (dtype.h).
-#include "kernels/cub.cuh"
-
-namespace treduce::cuda {
-TREDUCE_SUM_COMBOS_VIA_LOWP(TREDUCE_INSTANTIATE_RUN_CUB)
-}  // namespace treduce::cuda
