@@ -4,10 +4,10 @@
 
 namespace treduce::cuda {
 
-// Defined in kernels/run_sum.cuh, instantiated by the sum_*.cu files.
+// Defined in kernels/run_sum.cuh, instantiated by the generated sum_* units (csrc/cuda/units.txt).
 template <class In, class Mid, class Acc>
 cudaError_t run_sum(Variant v, const ReduceArgs& a, size_t* workspace_bytes);
-// Defined in kernels/dims.cuh, instantiated by the reduce_*.cu files.
+// Defined in kernels/dims.cuh, instantiated by the generated reduce_* units.
 template <class R>
 cudaError_t run_reduce(const ReduceArgs& a, size_t* workspace_bytes, Plan* plan);
 

@@ -1,6 +1,6 @@
 // run_sum<In, Mid, Acc>: one dtype combination, every variant. Explicitly
-// instantiated by the sum_*.cu files, a few combinations each (and the cub variant by the
-// cub_*.cu files), so that the build spreads over cores.
+// instantiated by the generated sum_* units, a few combinations each (and the cub variant by the
+// cub_* units; csrc/cuda/units.txt), so that the build spreads over cores.
 #pragma once
 
 #include "grid_stride.cuh"
@@ -8,11 +8,11 @@
 
 namespace treduce::cuda {
 
-// Defined in cub.cuh (CUB's headers are slow to compile: only the cub_*.cu files include them).
+// Defined in cub.cuh (CUB's headers are slow to compile: only the cub_* units include them).
 template <class In, class Mid, class Acc>
 cudaError_t run_cub(const ReduceArgs& a, size_t* workspace_bytes);
 
-// Defined in dims.cuh, instantiated by the reduce_*.cu files (auto, for every op).
+// Defined in dims.cuh, instantiated by the generated reduce_* units (auto, for every op).
 template <class R>
 cudaError_t run_reduce(const ReduceArgs& a, size_t* workspace_bytes, Plan* plan);
 
