@@ -5,7 +5,7 @@
 # ones), stripped of debug sections and xz-compressed beside its build record (about 60 MB for
 # sm_90). A GPU machine then spends no time building (about 6 minutes of 16 cores there); here the
 # build is incremental, in a tree of its own under build/prebuilt kept between runs: a change to
-# kernels/dims.cuh recompiles the 16 CUDA sources that include it, about 20 minutes on 2 cores.
+# kernels/dims.cuh recompiles the 18 CUDA units that include it, about 20 minutes on 2 cores.
 #
 #   bash scripts/prebuilt.sh 2.11 9.0 DIR        # DIR/_C.abi3.so.xz, DIR/_C.build.json
 #   PREBUILT=DIR bash scripts/gpu_check.sh        # on the GPU machine, in a checkout of the same tree
@@ -37,7 +37,7 @@ git ls-files -z | while IFS= read -r -d '' f; do
     mkdir -p "$tree/$(dirname "$f")" && cp "$f" "$tree/$f"
   fi
 done
-find "$tree/build" -path "*csrc/cuda/*.o" -delete 2>/dev/null || true
+find "$tree/build" \( -path "*csrc/cuda/*.o" -o -path "*build/units/*.o" \) -delete 2>/dev/null || true
 (cd "$tree" && TORCH_CUDA_ARCH_LIST=$archs MAX_JOBS=${MAX_JOBS:-$(nproc)} \
   TREDUCE_NVCC_CACHE=${TREDUCE_NVCC_CACHE:-$ROOT/build/nvcc-cache} \
   "$venv/bin/python" setup.py build_ext --inplace > build.log 2>&1) || { tail -30 "$tree/build.log"; exit 1; }
