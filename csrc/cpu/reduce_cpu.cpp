@@ -18,6 +18,7 @@
 #include "../exact.h"
 #include "../reduce_common.h"
 #include "../reduce_ops.h"
+#include "../reductions.h"
 #include "sum_simd.h"
 
 namespace treduce {
@@ -1103,6 +1104,28 @@ Sink sink_of(const Prepared& p) {
           p.out2.defined() ? p.out2.mutable_data_ptr() : nullptr, nullptr};
 }
 
+// The CPU's side of the dtype switch (reductions.h): var in double for every input dtype, as
+// torch's CPU kernel.
+struct CpuSide {
+  using Half = c10::Half;
+  using BFloat16 = c10::BFloat16;
+  template <class A>
+  using Sum = SumOp<A>;
+  template <class A>
+  using VarAcc = double;
+};
+
+// auto for a prepared call of any op but the sums' variants: its operator over its layout on
+// all threads.
+void run_auto(const Prepared& p) {
+  const bool found = visit_reduction<CpuSide>(p.op, p.types, norm_ord(p.project.scalar), [&](auto types) {
+    using T = decltype(types);
+    reduce_auto<typename T::In, typename T::Mid, typename T::Op>(p.input.const_data_ptr<typename T::In>(),
+                                                                 p.layout, sink_of(p));
+  });
+  TORCH_INTERNAL_ASSERT(found, "no instantiation for ", op_name(p.op), " of ", dtype_name(p.types.in));
+}
+
 template <class In, class Mid, class Acc>
 void run_sum(Variant v, const Prepared& p) {
   const In* x = p.input.const_data_ptr<In>();
@@ -1129,15 +1152,12 @@ void run_sum(Variant v, const Prepared& p) {
 at::Tensor run_sum_or_mean(const Prepared& p) {
   if (p.done) return p.out;
   const auto v = static_cast<Variant>(p.variant);
-  const SumTypes& t = p.types;
-#define TREDUCE_DISPATCH(IN, MID, ACC)                                          \
-  if (t.in == DType::IN && t.mid == DType::MID && t.acc == DType::ACC) {        \
-    run_sum<ctype_t<DType::IN>, ctype_t<DType::MID>, ctype_t<DType::ACC>>(v, p); \
-    return p.out;                                                               \
-  }
-  TREDUCE_SUM_COMBOS(TREDUCE_DISPATCH)
-#undef TREDUCE_DISPATCH
-  TORCH_INTERNAL_ASSERT(false, "no instantiation for this dtype combination");
+  const bool found = visit_sum<CpuSide>(p.types, [&](auto types) {
+    using T = decltype(types);
+    run_sum<typename T::In, typename T::Mid, typename T::Op::acc_t>(v, p);
+  });
+  TORCH_INTERNAL_ASSERT(found, "no instantiation for this dtype combination");
+  return p.out;
 }
 
 // The exact sum of floating elements (exact.h), over any layout: whole tensors in chunks of
@@ -1298,46 +1318,8 @@ at::Tensor extremum_cpu(const at::Tensor& self, c10::string_view variant, at::Op
   const Prepared p = prepare_reduce(kMax ? ReduceOp::Max : ReduceOp::Min, self, variant, dim, keepdim,
                                     std::nullopt);
   if (p.done) return p.out;
-  const SumTypes& t = p.types;
-#define TREDUCE_DISPATCH(IN, ACC)                                                          \
-  if (t.in == DType::IN) {                                                                 \
-    using In = ctype_t<DType::IN>;                                                         \
-    reduce_auto<In, In, ExtremumOp<ctype_t<DType::ACC>, kMax>>(p.input.const_data_ptr<In>(), \
-                                                               p.layout, sink_of(p));      \
-    return p.out;                                                                          \
-  }
-  TREDUCE_MINMAX_COMBOS(TREDUCE_DISPATCH)
-#undef TREDUCE_DISPATCH
-  TORCH_INTERNAL_ASSERT(false, "no instantiation for this dtype");
-}
-
-// var, std, var_mean and std_mean: in double for every input dtype, as torch's CPU kernel.
-void run_var(const Prepared& p) {
-  switch (p.types.in) {
-#define TREDUCE_DISPATCH(IN, ACC)                                                              \
-  case DType::IN: {                                                                            \
-    using In = ctype_t<DType::IN>;                                                             \
-    return reduce_auto<In, In, VarOp<double>>(p.input.const_data_ptr<In>(), p.layout, sink_of(p)); \
-  }
-    TREDUCE_VAR_COMBOS(TREDUCE_DISPATCH)
-#undef TREDUCE_DISPATCH
-    default: TORCH_INTERNAL_ASSERT(false, "no instantiation for this dtype");
-  }
-}
-
-// nansum, nanmean and logsumexp, in the accumulator CUDA uses (float; double for float64).
-template <template <class> class OpT>
-void run_float_op(const Prepared& p) {
-  switch (p.types.in) {
-#define TREDUCE_DISPATCH(IN, ACC)                                                                          \
-  case DType::IN: {                                                                                        \
-    using In = ctype_t<DType::IN>;                                                                         \
-    return reduce_auto<In, In, OpT<ctype_t<DType::ACC>>>(p.input.const_data_ptr<In>(), p.layout, sink_of(p)); \
-  }
-    TREDUCE_FLOAT_COMBOS(TREDUCE_DISPATCH)
-#undef TREDUCE_DISPATCH
-    default: TORCH_INTERNAL_ASSERT(false, "no instantiation for this dtype");
-  }
+  run_auto(p);
+  return p.out;
 }
 
 template <ReduceOp kOp>
@@ -1346,14 +1328,13 @@ at::Tensor nan_cpu(const at::Tensor& self, at::OptionalIntArrayRef dim, bool kee
   const Prepared p = prepare_nan_or_lse(kOp, self, dim, keepdim, dtype);
   if (p.done) return p.out;
   if (p.op == ReduceOp::Sum) return run_sum_or_mean(p);  // an integer nansum
-  if (kOp == ReduceOp::NanSum) run_float_op<NanSumOp>(p);
-  else run_float_op<NanMeanOp>(p);
+  run_auto(p);
   return p.out;
 }
 
 at::Tensor logsumexp_cpu(const at::Tensor& self, at::IntArrayRef dim, bool keepdim) {
   const Prepared p = prepare_nan_or_lse(ReduceOp::LogSumExp, self, dim, keepdim, std::nullopt);
-  if (!p.done) run_float_op<LogSumExpOp>(p);
+  if (!p.done) run_auto(p);
   return p.out;
 }
 
@@ -1361,37 +1342,15 @@ at::Tensor prod_cpu(const at::Tensor& self, std::optional<int64_t> dim, bool kee
                     std::optional<at::ScalarType> dtype) {
   const Prepared p = prepare_prod(self, dim, keepdim, dtype);
   if (p.done) return p.out;
-  switch (p.types.in) {
-#define TREDUCE_DISPATCH(IN, ACC)                                                                             \
-  case DType::IN: {                                                                                           \
-    using In = ctype_t<DType::IN>;                                                                            \
-    reduce_auto<In, In, ProdOp<ctype_t<DType::ACC>>>(p.input.const_data_ptr<In>(), p.layout, sink_of(p));     \
-    return p.out;                                                                                             \
-  }
-    TREDUCE_PROD_COMBOS(TREDUCE_DISPATCH)
-#undef TREDUCE_DISPATCH
-  }
-  TORCH_INTERNAL_ASSERT(false, "no instantiation for this dtype");
+  run_auto(p);
+  return p.out;
 }
-
-template <NormOrd K>
-struct NormOfOrd {
-  template <class A>
-  using type = NormOp<A, K>;
-};
 
 at::Tensor norm_cpu(const at::Tensor& self, const at::Scalar& ord, at::OptionalIntArrayRef dim, bool keepdim,
                     std::optional<at::ScalarType> dtype) {
   const Prepared p = prepare_norm(self, ord, dim, keepdim, dtype);
   if (p.done) return p.out;
-  switch (norm_ord(p.project.scalar)) {
-    case NormOrd::Two: run_float_op<NormOfOrd<NormOrd::Two>::type>(p); break;
-    case NormOrd::One: run_float_op<NormOfOrd<NormOrd::One>::type>(p); break;
-    case NormOrd::Inf: run_float_op<NormOfOrd<NormOrd::Inf>::type>(p); break;
-    case NormOrd::NegInf: run_float_op<NormOfOrd<NormOrd::NegInf>::type>(p); break;
-    case NormOrd::Zero: run_float_op<NormOfOrd<NormOrd::Zero>::type>(p); break;
-    case NormOrd::Pow: run_float_op<NormOfOrd<NormOrd::Pow>::type>(p); break;
-  }
+  run_auto(p);
   return p.out;
 }
 
@@ -1400,17 +1359,8 @@ template <ReduceOp kOp>
 at::Tensor logic_cpu(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim) {
   const Prepared p = prepare_logic(kOp, self, dim, keepdim);
   if (p.done) return p.out;
-  switch (p.types.in) {
-#define TREDUCE_DISPATCH(D)                                                                      \
-  case DType::D: {                                                                               \
-    using In = ctype_t<DType::D>;                                                                \
-    reduce_auto<In, bool, SumOp<int64_t>>(p.input.const_data_ptr<In>(), p.layout, sink_of(p));   \
-    return p.out;                                                                                \
-  }
-    TREDUCE_DTYPES(TREDUCE_DISPATCH)
-#undef TREDUCE_DISPATCH
-  }
-  TORCH_INTERNAL_ASSERT(false, "no instantiation for this dtype");
+  run_auto(p);
+  return p.out;
 }
 
 at::Tensor count_nonzero_cpu(const at::Tensor& self, at::OptionalIntArrayRef dim) {
@@ -1420,39 +1370,15 @@ at::Tensor count_nonzero_cpu(const at::Tensor& self, at::OptionalIntArrayRef dim
 std::tuple<at::Tensor, at::Tensor> aminmax_cpu(const at::Tensor& self, std::optional<int64_t> dim, bool keepdim) {
   const Prepared p = prepare_aminmax(self, dim, keepdim);
   if (p.done) return {p.out, p.out2};
-  switch (p.types.in) {
-#define TREDUCE_DISPATCH(IN, ACC)                                                                     \
-  case DType::IN: {                                                                                   \
-    using In = ctype_t<DType::IN>;                                                                    \
-    reduce_auto<In, In, MinMaxOp<ctype_t<DType::ACC>>>(p.input.const_data_ptr<In>(), p.layout, sink_of(p)); \
-    return {p.out, p.out2};                                                                           \
-  }
-    TREDUCE_MINMAX_COMBOS(TREDUCE_DISPATCH)
-#undef TREDUCE_DISPATCH
-  }
-  TORCH_INTERNAL_ASSERT(false, "no instantiation for this dtype");
+  run_auto(p);
+  return {p.out, p.out2};
 }
 
 // max and min over a dim, argmax and argmin: one operator a direction, values and positions.
 template <ReduceOp kOp>
-void run_indexed(const Prepared& p) {
-  constexpr bool kMax = is_max_kind(kOp);
-  switch (p.types.in) {
-#define TREDUCE_DISPATCH(IN, ACC)                                                                         \
-  case DType::IN: {                                                                                       \
-    using In = ctype_t<DType::IN>;                                                                        \
-    return reduce_auto<In, In, ArgExtremumOp<ctype_t<DType::ACC>, kMax>>(p.input.const_data_ptr<In>(), p.layout, \
-                                                                         sink_of(p));                     \
-  }
-    TREDUCE_MINMAX_COMBOS(TREDUCE_DISPATCH)
-#undef TREDUCE_DISPATCH
-  }
-}
-
-template <ReduceOp kOp>
 std::tuple<at::Tensor, at::Tensor> max_dim_cpu(const at::Tensor& self, int64_t dim, bool keepdim) {
   const Prepared p = prepare_indexed(kOp, self, dim, keepdim);
-  if (!p.done) run_indexed<kOp>(p);
+  if (!p.done) run_auto(p);
   return {p.out, p.out2};
 }
 
@@ -1472,7 +1398,7 @@ at::Tensor arg_cpu(const at::Tensor& self, std::optional<int64_t> dim, bool keep
     });
     return p.out2;
   }
-  run_indexed<kOp>(p);
+  run_auto(p);
   return p.out2;
 }
 
@@ -1480,7 +1406,7 @@ template <ReduceOp kOp>
 at::Tensor var_cpu(const at::Tensor& self, at::OptionalIntArrayRef dim, const std::optional<at::Scalar>& correction,
                    bool keepdim) {
   const Prepared p = prepare_var(kOp, self, dim, correction, keepdim);
-  if (!p.done) run_var(p);
+  if (!p.done) run_auto(p);
   return p.out;
 }
 
@@ -1488,7 +1414,7 @@ template <ReduceOp kOp>
 std::tuple<at::Tensor, at::Tensor> var_mean_cpu(const at::Tensor& self, at::OptionalIntArrayRef dim,
                                                 const std::optional<at::Scalar>& correction, bool keepdim) {
   const Prepared p = prepare_var(kOp, self, dim, correction, keepdim);
-  if (!p.done) run_var(p);
+  if (!p.done) run_auto(p);
   return {p.out, p.out2};
 }
 

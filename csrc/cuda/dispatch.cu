@@ -1,5 +1,6 @@
 // The CUDA variant table and the dtype dispatch into run_sum<In, Mid, Acc>.
 // Torch-free: cuda/ops.cpp does the torch side.
+#include "../reductions.h"
 #include "kernels/common.cuh"
 
 namespace treduce::cuda {
@@ -85,109 +86,32 @@ static_assert(sizeof(kDocs) / sizeof(kDocs[0]) == int(Variant::Exact) + 1,
 
 }  // namespace
 
+// CUDA's side of the dtype switch (reductions.h).
+struct CudaSide {
+  using Half = __half;
+  using BFloat16 = __nv_bfloat16;
+  template <class A>
+  using Sum = cuda::Sum<A>;
+  template <class A>
+  using VarAcc = A;
+};
+
 cudaError_t launch_sum(Variant v, const ReduceArgs& a, size_t* workspace_bytes) {
-  const SumTypes& t = a.types;
-#define TREDUCE_DISPATCH(IN, MID, ACC)                                          \
-  if (t.in == DType::IN && t.mid == DType::MID && t.acc == DType::ACC)          \
-    return run_sum<ctype_t<DType::IN>, ctype_t<DType::MID>, ctype_t<DType::ACC>>(v, a, workspace_bytes);
-  TREDUCE_SUM_COMBOS(TREDUCE_DISPATCH)
-#undef TREDUCE_DISPATCH
-  return cudaErrorInvalidValue;
+  cudaError_t result = cudaErrorInvalidValue;
+  visit_sum<CudaSide>(a.types, [&](auto types) {
+    using T = decltype(types);
+    result = run_sum<typename T::In, typename T::Mid, typename T::Op::acc_t>(v, a, workspace_bytes);
+  });
+  return result;
 }
 
 cudaError_t launch_reduce(const ReduceArgs& a, size_t* workspace_bytes, Plan* plan) {
-  const SumTypes& t = a.types;
-  switch (a.op) {
-    case ReduceOp::Sum:
-    case ReduceOp::Mean:  // a sum, divided by a.project.count when stored
-#define TREDUCE_DISPATCH(IN, MID, ACC)                                                   \
-  if (t.in == DType::IN && t.mid == DType::MID && t.acc == DType::ACC)                   \
-    return run_reduce<Reduction<ctype_t<DType::IN>, ctype_t<DType::MID>, Sum<ctype_t<DType::ACC>>>>( \
-        a, workspace_bytes, plan);
-      TREDUCE_SUM_COMBOS(TREDUCE_DISPATCH)
-#undef TREDUCE_DISPATCH
-      break;
-// The other operators: one accumulator type per input dtype, read as it is.
-#define TREDUCE_DISPATCH(IN, ACC)                                                        \
-  if (t.in == DType::IN)                                                                 \
-    return run_reduce<Reduction<ctype_t<DType::IN>, ctype_t<DType::IN>, OP<ctype_t<DType::ACC>>>>( \
-        a, workspace_bytes, plan);
-    case ReduceOp::Max:
-#define OP MaxOp
-      TREDUCE_MINMAX_COMBOS(TREDUCE_DISPATCH)
-#undef OP
-      break;
-    case ReduceOp::Min:
-#define OP MinOp
-      TREDUCE_MINMAX_COMBOS(TREDUCE_DISPATCH)
-#undef OP
-      break;
-    case ReduceOp::Var:
-    case ReduceOp::Std:
-    case ReduceOp::VarMean:
-    case ReduceOp::StdMean:  // one operator; a.project and a.out2 say what is stored
-#define OP VarOp
-      TREDUCE_VAR_COMBOS(TREDUCE_DISPATCH)
-#undef OP
-      break;
-    case ReduceOp::NanSum:
-#define OP NanSumOp
-      TREDUCE_FLOAT_COMBOS(TREDUCE_DISPATCH)
-#undef OP
-      break;
-    case ReduceOp::NanMean:
-#define OP NanMeanOp
-      TREDUCE_FLOAT_COMBOS(TREDUCE_DISPATCH)
-#undef OP
-      break;
-    case ReduceOp::LogSumExp:
-#define OP LogSumExpOp
-      TREDUCE_FLOAT_COMBOS(TREDUCE_DISPATCH)
-#undef OP
-      break;
-    case ReduceOp::Prod:
-#define OP ProdOp
-      TREDUCE_PROD_COMBOS(TREDUCE_DISPATCH)
-#undef OP
-      break;
-    case ReduceOp::AMinMax:
-#define OP MinMaxOp
-      TREDUCE_MINMAX_COMBOS(TREDUCE_DISPATCH)
-#undef OP
-      break;
-    case ReduceOp::MaxDim:
-    case ReduceOp::ArgMax:  // values and positions; argmax keeps the positions
-#define OP ArgMaxOp
-      TREDUCE_MINMAX_COMBOS(TREDUCE_DISPATCH)
-#undef OP
-      break;
-    case ReduceOp::MinDim:
-    case ReduceOp::ArgMin:
-#define OP ArgMinOp
-      TREDUCE_MINMAX_COMBOS(TREDUCE_DISPATCH)
-#undef OP
-      break;
-    case ReduceOp::Any:
-    case ReduceOp::All:
-    case ReduceOp::CountNonzero:  // the int64 sum of x != 0; a.project.logic says what is stored
-#define TREDUCE_DISPATCH_LOGIC(IN) \
-  if (t.in == DType::IN) return run_reduce<Reduction<ctype_t<DType::IN>, bool, Sum<int64_t>>>(a, workspace_bytes, plan);
-      TREDUCE_DTYPES(TREDUCE_DISPATCH_LOGIC)
-#undef TREDUCE_DISPATCH_LOGIC
-      break;
-    case ReduceOp::Norm: {  // one operator per order; Pow reads |x|^p in the accumulator's dtype
-      const NormOrd k = norm_ord(a.project.scalar);
-#define TREDUCE_DISPATCH_NORM(K, IN, ACC)                                                \
-  if (k == NormOrd::K && t.in == DType::IN)                                              \
-    return run_reduce<Reduction<ctype_t<DType::IN>, ctype_t<DType::IN>, NormOp<ctype_t<DType::ACC>, NormOrd::K>>>( \
-        a, workspace_bytes, plan);
-      TREDUCE_NORM_COMBOS(TREDUCE_DISPATCH_NORM)
-#undef TREDUCE_DISPATCH_NORM
-      break;
-    }
-#undef TREDUCE_DISPATCH
-  }
-  return cudaErrorInvalidValue;
+  cudaError_t result = cudaErrorInvalidValue;
+  visit_reduction<CudaSide>(a.op, a.types, norm_ord(a.project.scalar), [&](auto types) {
+    using T = decltype(types);
+    result = run_reduce<Reduction<typename T::In, typename T::Mid, typename T::Op>>(a, workspace_bytes, plan);
+  });
+  return result;
 }
 
 }  // namespace treduce::cuda
