@@ -87,7 +87,7 @@ if WITH_CUDA and (os.environ.get("TREDUCE_NVCC_CACHE") or CHECK_ONLY) and "PYTOR
 
 
 def cuda_units():
-    """The generated instantiation units (csrc/cuda/units.txt, scripts/cuda_units.py), written into
+    """The generated instantiation units (csrc/core/cuda/units.txt, scripts/cuda_units.py), written into
     build/units: one folder for every torch's build, so that their objects are reused."""
     namespace = {}
     exec((ROOT / "scripts" / "cuda_units.py").read_text(), namespace)

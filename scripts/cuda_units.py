@@ -1,5 +1,5 @@
-"""The CUDA instantiation units, generated at build time: each line of csrc/cuda/units.txt
-through the template csrc/cuda/unit.cu.in. setup.py calls write_units; CMakeLists.txt does the
+"""The CUDA instantiation units, generated at build time: each line of csrc/core/cuda/units.txt
+through the template csrc/core/cuda/unit.cu.in. setup.py calls write_units; CMakeLists.txt does the
 same in CMake's language (configure_file), and both give the same bytes, so that
 scripts/nvcc_cache.py reuses one build's objects in the other when both write to one folder."""
 
@@ -7,9 +7,9 @@ from pathlib import Path
 
 
 def read_units(root: Path) -> list[dict]:
-    """units.txt's lines: name, header (in csrc/cuda/kernels), dtype list, instance macro."""
+    """units.txt's lines: name, header (in csrc/core/cuda/kernels), dtype list, instance macro."""
     units = []
-    for line in (root / "csrc" / "cuda" / "units.txt").read_text().splitlines():
+    for line in (root / "csrc" / "core" / "cuda" / "units.txt").read_text().splitlines():
         if line.strip() and not line.startswith("#"):
             name, header, dtypes, instance = line.split()
             units.append({"name": name, "header": header, "list": dtypes, "instance": instance})
@@ -17,8 +17,8 @@ def read_units(root: Path) -> list[dict]:
 
 
 def unit_text(root: Path, unit: dict) -> str:
-    template = (root / "csrc" / "cuda" / "unit.cu.in").read_text()
-    values = {"UNIT_NAME": unit["name"], "UNIT_HEADER": (root / "csrc" / "cuda" / "kernels" / unit["header"]).as_posix(),
+    template = (root / "csrc" / "core" / "cuda" / "unit.cu.in").read_text()
+    values = {"UNIT_NAME": unit["name"], "UNIT_HEADER": (root / "csrc" / "core" / "cuda" / "kernels" / unit["header"]).as_posix(),
               "UNIT_LIST": unit["list"], "UNIT_INSTANCE": unit["instance"]}
     for key, value in values.items():
         template = template.replace(f"@{key}@", value)

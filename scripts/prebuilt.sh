@@ -37,7 +37,7 @@ git ls-files -z | while IFS= read -r -d '' f; do
     mkdir -p "$tree/$(dirname "$f")" && cp "$f" "$tree/$f"
   fi
 done
-find "$tree/build" \( -path "*csrc/cuda/*.o" -o -path "*build/units/*.o" \) -delete 2>/dev/null || true
+find "$tree/build" \( -path "*csrc/core/cuda/*.o" -o -path "*build/units/*.o" \) -delete 2>/dev/null || true
 (cd "$tree" && TORCH_CUDA_ARCH_LIST=$archs MAX_JOBS=${MAX_JOBS:-$(nproc)} \
   TREDUCE_NVCC_CACHE=${TREDUCE_NVCC_CACHE:-$ROOT/build/nvcc-cache} \
   "$venv/bin/python" setup.py build_ext --inplace > build.log 2>&1) || { tail -30 "$tree/build.log"; exit 1; }

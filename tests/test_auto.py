@@ -273,7 +273,7 @@ def test_streams_keep_their_own_row_tickets():
 
 @cuda_only
 def test_more_streams_than_scratch_blocks():
-    """Past the 256 (device, stream) pairs that keep a scratch block of their own (cuda/ops.cpp),
+    """Past the 256 (device, stream) pairs that keep a scratch block of their own (torch/cuda/ops.cpp),
     calls on further streams take the caching allocator's memory and two kernels: still right,
     interleaved with calls on the streams that have a block."""
     gen, seed = fresh_generator("cuda")

@@ -1,4 +1,4 @@
-"""The wrappers' eager entry (torch_reduce._C.reduce, csrc/python_entry.cpp): the same op, the
+"""The wrappers' eager entry (torch_reduce._C.reduce, csrc/torch/python_entry.cpp): the same op, the
 same results, gradients and errors as through torch.ops; declined whenever torch.ops would do
 something else with the call (subclasses, modes, tracing)."""
 

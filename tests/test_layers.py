@@ -1,8 +1,10 @@
-"""The torch-free layer stays torch-free: the kernels (every .cu file and what it includes), the
-launch interface and planner, the operator functors, dtypes, layouts and the exact state include
-no torch, ATen, c10, pybind11 or Python header, directly or through another of our headers. (The
-CUDA objects are then built without torch, and the planner and kernels can be read, tested and
-reused on their own.) Reads the sources only: no build needed."""
+"""csrc/core stays torch-free: the kernels, the launch interface and planner, the operator
+functors, the dtype switch, dtypes, layouts and the exact state include no torch, ATen, c10,
+pybind11 or Python header, directly or through another of our headers, and nothing of
+csrc/torch. (The CUDA objects are then built without torch and shared by the builds against
+every torch release, and the planner and kernels can be read, tested and reused on their own.)
+csrc/torch holds the schemas, the dispatcher's kernels, autograd, the override and the Python
+entry. Reads the sources only: no build needed."""
 
 import importlib.util
 import re
@@ -11,17 +13,16 @@ from pathlib import Path
 import pytest
 
 CSRC = Path(__file__).resolve().parent.parent / "csrc"
-
-# The torch-free roots; everything they include from csrc is checked too.
-TORCH_FREE = ["dtype.h", "layout.h", "reduce_ops.h", "reductions.h", "exact.h", "convert.h", "variant.h",
-              "cuda/launch.h", "cuda/plan.h", "cuda/plan_reduce.h", "cpu/sum_simd.h", "cpu/sum_simd.cpp"]
+CORE = CSRC / "core"
+SOURCE_SUFFIXES = {".h", ".cuh", ".cu", ".cpp", ".in"}
 FORBIDDEN = re.compile(r"^(torch|ATen|c10|pybind11|Python\.h|caffe2)\b")
 INCLUDE = re.compile(r'^\s*#\s*include\s*([<"])([^>"]+)[>"]', re.M)
 
 
 def roots() -> list[Path]:
-    return sorted({CSRC / p for p in TORCH_FREE} | set((CSRC / "cuda").glob("*.cu")) |
-                  set((CSRC / "cuda" / "kernels").glob("*.cuh")))
+    """Every core source but the units' template (its include is a placeholder; the generated
+    units are checked below)."""
+    return sorted(p for p in CORE.rglob("*") if p.suffix in SOURCE_SUFFIXES - {".in"})
 
 
 def includes(path: Path) -> list[tuple[str, str]]:
@@ -49,10 +50,18 @@ def closure(root: Path) -> dict[Path, list[str]]:
 
 
 @pytest.mark.parametrize("root", roots(), ids=lambda p: str(p.relative_to(CSRC)))
-def test_torch_free_sources_include_no_torch_header(root):
+def test_core_sources_include_no_torch_header(root):
     for path, system in closure(root).items():
         bad = [name for name in system if FORBIDDEN.match(name)]
         assert not bad, f"{path.relative_to(CSRC)} (reached from {root.relative_to(CSRC)}) includes {bad}"
+        assert path.is_relative_to(CORE), f"{root.relative_to(CSRC)} reaches {path.relative_to(CSRC)}, outside core"
+
+
+def test_every_source_is_core_or_torch():
+    """Two folders, no third place: what includes torch lives in csrc/torch, the rest in csrc/core."""
+    sources = [p for p in CSRC.rglob("*") if p.suffix in SOURCE_SUFFIXES]
+    assert len(roots()) > 20 and any(p.is_relative_to(CSRC / "torch") for p in sources)
+    assert [p for p in sources if not (p.is_relative_to(CORE) or p.is_relative_to(CSRC / "torch"))] == []
 
 
 def load_cuda_units():
@@ -63,16 +72,16 @@ def load_cuda_units():
 
 
 def test_generated_units_are_torch_free_and_name_what_the_headers_define(tmp_path):
-    """The CUDA units the build generates (csrc/cuda/units.txt): each names a kernels header, a
+    """The CUDA units the build generates (csrc/core/cuda/units.txt): each names a kernels header, a
     dtype.h list and an instance macro that exist, and includes nothing of torch."""
     cuda_units = load_cuda_units()
     defined = set()
-    for header in [CSRC / "dtype.h", *(CSRC / "cuda" / "kernels").glob("*.cuh")]:
+    for header in [CORE / "dtype.h", *(CORE / "cuda" / "kernels").glob("*.cuh")]:
         defined |= set(re.findall(r"^\s*#\s*define\s+(TREDUCE_\w+)", header.read_text(), re.M))
     units = cuda_units.read_units(CSRC.parent)
     assert len({u["name"] for u in units}) == len(units), "two units of one name"
     for unit in units:
-        assert (CSRC / "cuda" / "kernels" / unit["header"]).exists(), unit
+        assert (CORE / "cuda" / "kernels" / unit["header"]).exists(), unit
         assert unit["list"] in defined and unit["instance"] in defined, unit
     for path in cuda_units.write_units(CSRC.parent, tmp_path):
         for included, system in closure(path).items():

@@ -104,32 +104,3 @@ def test_readme_variant_table_matches_the_library():
             if v.name == "auto":
                 continue
             assert (device.upper(), v.name) in rows, f"README lacks {device} variant {v.name}"
-
-
-# The torch-free side of csrc: the CUDA sources and everything they include, the host's shared
-# headers (dtypes, layouts, plans, operators, exact state) and the CPU's vector code. A torch,
-# ATen, c10 or Python header there (directly or through another of our headers) would tie the
-# kernels to one torch release: their objects are shared across releases (scripts/nvcc_cache.py).
-TORCH_FREE = ["csrc/dtype.h", "csrc/layout.h", "csrc/reduce_ops.h", "csrc/exact.h", "csrc/convert.h",
-              "csrc/variant.h", "csrc/cuda/launch.h", "csrc/cuda/plan.h", "csrc/cuda/plan_reduce.h",
-              "csrc/cpu/sum_simd.h", "csrc/cpu/sum_simd_impl.h", "csrc/cpu/sum_simd.cpp"]
-TORCH_INCLUDE = re.compile(r'#\s*include\s*[<"](ATen/|torch/|c10/|Python\.h|pybind11/|treduce\.h|reduce_common\.h)')
-
-
-def test_kernels_and_core_headers_include_no_torch():
-    root = Path(__file__).resolve().parent.parent
-    files = [root / p for p in TORCH_FREE] + sorted((root / "csrc/cuda").glob("*.cu")) + \
-        sorted((root / "csrc/cuda/kernels").glob("*.cuh"))
-    seen, bad = set(), []
-    while files:
-        path = files.pop().resolve()
-        if path in seen:
-            continue
-        seen.add(path)
-        for line in path.read_text().splitlines():
-            if TORCH_INCLUDE.search(line):
-                bad.append(f"{path.relative_to(root)}: {line.strip()}")
-            local = re.match(r'\s*#\s*include\s*"([^"]+)"', line)
-            if local and (path.parent / local.group(1)).exists():  # our own headers, followed
-                files.append(path.parent / local.group(1))
-    assert len(seen) > 40 and not bad, bad

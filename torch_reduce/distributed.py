@@ -2,7 +2,7 @@
 
 :func:`sum` is an all-reduce of sums: every rank passes its shard and gets the sum over all shards,
 through torch.distributed's own collectives (NCCL on CUDA, gloo on the CPU). With
-``variant="exact"`` the ranks exchange exact states (csrc/exact.h: integer words that add without
+``variant="exact"`` the ranks exchange exact states (csrc/core/exact.h: integer words that add without
 rounding), so the result is correctly rounded and the same bits for any number of ranks, any
 sharding and any device: the single-device exact sum of the whole tensor.
 

@@ -1,6 +1,6 @@
 """Typed Python wrappers for the treduce ops, and their fake (meta) rules.
 
-The autograd formulas are registered in C++ (csrc/autograd.cpp): on the Autograd key a Python
+The autograd formulas are registered in C++ (csrc/torch/autograd.cpp): on the Autograd key a Python
 function would cost every call, with or without gradients, a trip through the interpreter.
 """
 
@@ -48,7 +48,7 @@ _MIN = torch.ops.treduce.min.default
 _ARGMAX = torch.ops.treduce.argmax.default
 _ARGMIN = torch.ops.treduce.argmin.default
 
-# The eager entry (csrc/python_entry.cpp): _eager(_C.SUM, x, dim, keepdim, dtype, scalar) is the op's
+# The eager entry (csrc/torch/python_entry.cpp): _eager(_C.SUM, x, dim, keepdim, dtype, scalar) is the op's
 # result for a plain eager call (a torch.Tensor, no torch function or dispatch mode; the variant
 # "auto"; scalar: var's correction or vector_norm's order), else NotImplemented. It reaches the same op through the same dispatcher, without
 # torch.ops' generic argument parser (about 1 us a call, as much as a small reduction's kernel).
@@ -386,11 +386,11 @@ def variants(device: str | torch.device = "cuda") -> list[Variant]:
 def explain(x: torch.Tensor, dim: Dims = None, op: str = "sum") -> dict:
     """How ``auto`` reduces ``x`` over ``dim`` for ``op`` (a name of the family: "sum", "var",
     "argmax", ...), without running anything. The folded layout of what the kernels read
-    (csrc/layout.h): outputs = outer x inner / combine; ``outer_runs`` lists [size, input stride,
+    (csrc/core/layout.h): outputs = outer x inner / combine; ``outer_runs`` lists [size, input stride,
     output stride] of each run an outer index stands for when there are several; ``combine`` > 1
     means the reduced dims were several runs of memory, reduced in two passes; ``copy`` means the
     kernels read a copy of ``x`` (more separate runs than they index, or another dtype).
-    On CUDA, ``plan`` is what a call launches (csrc/cuda/plan.h), as an eager call on the current
+    On CUDA, ``plan`` is what a call launches (csrc/core/cuda/plan.h), as an eager call on the current
     stream takes it: ``workspace`` bytes and the ``steps``, each a kernel with its grid, block,
     whether it launches with programmatic dependence, what it reads and writes (the input, the
     result, or partials in the workspace) and its parameters. The plan depends only on the
@@ -515,5 +515,5 @@ def _exact_round_fake(state, dtype):
     return state.new_empty(state.shape[:-1], dtype=dtype)
 
 
-# The words of an exact state (csrc/exact.h), as the library makes them.
+# The words of an exact state (csrc/core/exact.h), as the library makes them.
 EXACT_STATE_WORDS = torch.ops.treduce._exact_state(torch.zeros(1)).shape[-1]

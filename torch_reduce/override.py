@@ -16,7 +16,7 @@ CUDA kernels of sum, sum.dim_IntList, mean, mean.dim, amax, amin, the correction
 var, std, var_mean and std_mean, nansum, nanmean, logsumexp, prod, prod.dim_int,
 linalg_vector_norm, any and all (every dim, .dim, .dims), count_nonzero.dim_IntList, aminmax, max
 and min (every dim, .dim), argmax and argmin
-(csrc/aten_override.cpp; torch.var(x, unbiased), torch.norm's vector norms, count_nonzero(x, dim)
+(csrc/torch/aten_override.cpp; torch.var(x, unbiased), torch.norm's vector norms, count_nonzero(x, dim)
 and the other overloads are torch's composites over these).
 Every caller reaches them, C++ callers included (autograd's reductions, at::sum in other
 extensions), with no Python on the way, so the rest of the model runs at its usual speed. They

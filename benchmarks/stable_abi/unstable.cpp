@@ -1,5 +1,5 @@
 // The probe op on torch's full C++ API, as torch_reduce's ops are written: unboxed kernel, C++
-// autograd that skips the graph node when no gradient is needed (csrc/autograd.cpp's pattern).
+// autograd that skips the graph node when no gradient is needed (csrc/torch/autograd.cpp's pattern).
 #include <ATen/ATen.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/autograd.h>

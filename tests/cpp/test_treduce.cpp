@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "cuda/plan_reduce.h"
+#include "../core/cuda/plan_reduce.h"
 #include "treduce.h"
 
 namespace {

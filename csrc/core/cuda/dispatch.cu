@@ -1,11 +1,11 @@
 // The CUDA variant table and the dtype dispatch into run_sum<In, Mid, Acc>.
-// Torch-free: cuda/ops.cpp does the torch side.
+// Torch-free: torch/cuda/ops.cpp does the torch side.
 #include "../reductions.h"
 #include "kernels/common.cuh"
 
 namespace treduce::cuda {
 
-// Defined in kernels/run_sum.cuh, instantiated by the generated sum_* units (csrc/cuda/units.txt).
+// Defined in kernels/run_sum.cuh, instantiated by the generated sum_* units (csrc/core/cuda/units.txt).
 template <class In, class Mid, class Acc>
 cudaError_t run_sum(Variant v, const ReduceArgs& a, size_t* workspace_bytes);
 // Defined in kernels/dims.cuh, instantiated by the generated reduce_* units.

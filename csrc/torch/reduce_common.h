@@ -16,10 +16,10 @@
 #include <tuple>
 #include <vector>
 
-#include "dtype.h"
-#include "layout.h"
-#include "reduce_ops.h"
-#include "variant.h"
+#include "../core/dtype.h"
+#include "../core/layout.h"
+#include "../core/reduce_ops.h"
+#include "../core/variant.h"
 
 namespace treduce {
 
@@ -113,7 +113,7 @@ const char* op_name(ReduceOp op);
 
 namespace cuda {
 // torch_reduce.explain: the plan `auto` follows on the GPU for a prepared call, as JSON
-// (cuda/ops.cpp; CUDA builds only).
+// (torch/cuda/ops.cpp; CUDA builds only).
 std::string explain_cuda(const Prepared& p);
 }  // namespace cuda
 

@@ -1,6 +1,6 @@
 // The treduce operator library: every op's schema, the checks the CPU and
 // CUDA implementations share, and the C++ entry point. The kernels register
-// themselves in cpu/reduce_cpu.cpp and cuda/ops.cpp.
+// themselves in torch/cpu/reduce_cpu.cpp and torch/cuda/ops.cpp.
 #include "treduce.h"
 
 #include <ATen/EmptyTensor.h>
@@ -30,7 +30,7 @@
 #include <string>
 #include <vector>
 
-#include "exact.h"
+#include "../core/exact.h"
 #include "reduce_common.h"
 
 namespace treduce {

@@ -13,7 +13,7 @@
 #include <utility>
 
 #include "../reduce_common.h"
-#include "launch.h"
+#include "../../core/cuda/launch.h"
 
 namespace treduce::cuda {
 namespace {

@@ -14,12 +14,12 @@
 #include <type_traits>
 #include <vector>
 
-#include "../convert.h"
-#include "../exact.h"
+#include "../../core/convert.h"
+#include "../../core/exact.h"
 #include "../reduce_common.h"
-#include "../reduce_ops.h"
-#include "../reductions.h"
-#include "sum_simd.h"
+#include "../../core/reduce_ops.h"
+#include "../../core/reductions.h"
+#include "../../core/cpu/sum_simd.h"
 
 namespace treduce {
 
@@ -70,12 +70,12 @@ template <DType D> using ctype_t = ctype_with<D, c10::Half, c10::BFloat16>;
 enum class Variant { Serial, Pairwise, Auto, Exact };
 
 constexpr VariantDoc kDocs[] = {
-    {"serial", "serial_sum (cpu/reduce_cpu.cpp)", "one loop, one accumulator",
+    {"serial", "serial_sum (torch/cpu/reduce_cpu.cpp)", "one loop, one accumulator",
      "000, 002, 003 (the CPU loop)", "first rung", false},
-    {"pairwise", "pairwise_sum (cpu/reduce_cpu.cpp)",
+    {"pairwise", "pairwise_sum (torch/cpu/reduce_cpu.cpp)",
      "recursive halving: each half summed recursively, then the two added",
      "003 recursiveReduce", "rounding error grows with log n instead of n", false},
-    {"auto", "reduce_auto (cpu/reduce_cpu.cpp), sum_simd.cpp",
+    {"auto", "reduce_auto (torch/cpu/reduce_cpu.cpp), sum_simd.cpp",
      "64K-element chunks on all threads, each a cascade of independent lanes (sums of float, "
      "16-bit float, double and int64 runs in explicit vectors, AVX2 + F16C where the CPU has them; "
      "whole float32 sums in double lanes after groups of eight in float, whole float64 sums "
@@ -87,7 +87,7 @@ constexpr VariantDoc kDocs[] = {
      "-", "threads and SIMD; whole float sums more accurate than torch's cascade (float32 0.2-0.8x "
      "its error), over dims as accurate; the same bits on any thread count and instruction set; "
      "every op, any dims", false},
-    {"exact", "exact_sum (cpu/reduce_cpu.cpp), ExactAcc (exact.h)",
+    {"exact", "exact_sum (torch/cpu/reduce_cpu.cpp), ExactAcc (exact.h)",
      "floats: each element added into a fixed-point accumulator as wide as the doubles (no rounding), "
      "the sum rounded once to the result dtype, to nearest even; integers: auto, which is exact",
      "-", "correctly rounded: the same bits for any order, split or thread count; any dims", false},

@@ -1,6 +1,6 @@
 // run_sum<In, Mid, Acc>: one dtype combination, every variant. Explicitly
 // instantiated by the generated sum_* units, a few combinations each (and the cub variant by the
-// cub_* units; csrc/cuda/units.txt), so that the build spreads over cores.
+// cub_* units; csrc/core/cuda/units.txt), so that the build spreads over cores.
 #pragma once
 
 #include "grid_stride.cuh"

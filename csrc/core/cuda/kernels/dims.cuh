@@ -1598,7 +1598,7 @@ cudaError_t run_reduce(const ReduceArgs& a, size_t* workspace_bytes, Plan* plan)
       const ReduceArgs&, size_t*, Plan*);
 
 // What one entry of a dtype.h list instantiates, per operator: the generated units
-// (csrc/cuda/units.txt) apply one of these to a list. dispatch.cu's launch_reduce calls them.
+// (csrc/core/cuda/units.txt) apply one of these to a list. dispatch.cu's launch_reduce calls them.
 #define TREDUCE_INSTANTIATE_SUM(IN, MID, ACC) TREDUCE_INSTANTIATE_RUN_REDUCE(IN, MID, Sum<ctype_t<DType::ACC>>)
 #define TREDUCE_INSTANTIATE_MAX(IN, ACC) TREDUCE_INSTANTIATE_RUN_REDUCE(IN, IN, MaxOp<ctype_t<DType::ACC>>)
 #define TREDUCE_INSTANTIATE_MIN(IN, ACC) TREDUCE_INSTANTIATE_RUN_REDUCE(IN, IN, MinOp<ctype_t<DType::ACC>>)

@@ -1,4 +1,4 @@
-// The torch-free interface between the op (cuda/ops.cpp) and the kernels
+// The torch-free interface between the op (torch/cuda/ops.cpp) and the kernels
 // (cuda/*.cu). Everything here is plain data: pointers, sizes, dtype tags.
 #pragma once
 
@@ -32,7 +32,7 @@ enum class Variant : int {
   SingleBlock,
   Cub,
   Auto,
-  Exact,  // not a launch_sum variant: cuda/ops.cpp calls launch_exact
+  Exact,  // not a launch_sum variant: torch/cuda/ops.cpp calls launch_exact
 };
 
 struct ReduceArgs {
@@ -50,7 +50,7 @@ struct ReduceArgs {
   ProjectArgs project;           // what the op's projection reads (reduce_ops.h)
   void* out2 = nullptr;          // var_mean / std_mean: the mean, like `out`
   // kTicketWords words that are 0 and that no other call can touch until this one's kernels
-  // are done (the stream's own scratch, see cuda/ops.cpp), or null. With them a full reduction,
+  // are done (the stream's own scratch, see torch/cuda/ops.cpp), or null. With them a full reduction,
   // or rows cut into segments, run as one kernel whose last block (of the grid, of the row)
   // adds the partials and sets its word back to 0; without, two.
   unsigned* ticket = nullptr;

@@ -1,5 +1,5 @@
 // Which operator each ReduceOp runs, on which dtypes: the one dtype switch of the CPU's and
-// CUDA's kernels (the generated CUDA units, csrc/cuda/units.txt, instantiate the same dtype.h
+// CUDA's kernels (the generated CUDA units, csrc/core/cuda/units.txt, instantiate the same dtype.h
 // lists). Torch-free.
 #pragma once
 
