@@ -20,6 +20,7 @@
 #include "../core/layout.h"
 #include "../core/reduce_ops.h"
 #include "../core/variant.h"
+#include "ops.h"
 
 namespace treduce {
 
@@ -136,20 +137,12 @@ using CountKernel = at::Tensor (*)(const at::Tensor&, at::OptionalIntArrayRef);
 using AMinMaxKernel = std::tuple<at::Tensor, at::Tensor> (*)(const at::Tensor&, std::optional<int64_t>, bool);
 using MaxDimKernel = std::tuple<at::Tensor, at::Tensor> (*)(const at::Tensor&, int64_t, bool);
 using ArgKernel = at::Tensor (*)(const at::Tensor&, std::optional<int64_t>, bool);
+// One device's kernel of each op (ops.h), by name: a table filled field by field, so that no
+// kernel can land in another op's place; register_kernels checks every one is set.
 struct DeviceKernels {
-  SumKernel sum, mean;
-  ExtremumKernel amax, amin;
-  VarKernel var, std;
-  VarMeanKernel var_mean, std_mean;
-  NanKernel nansum, nanmean;
-  LogSumExpKernel logsumexp;
-  ProdKernel prod;
-  NormKernel vector_norm;
-  LogicKernel any, all;
-  CountKernel count_nonzero;
-  AMinMaxKernel aminmax;
-  MaxDimKernel max, min;
-  ArgKernel argmax, argmin;
+#define TREDUCE_FIELD(name, kernel, schema) kernel name = nullptr;
+  TREDUCE_OPS(TREDUCE_FIELD)
+#undef TREDUCE_FIELD
 };
 DeviceKernels cpu_kernels();
 DeviceKernels cuda_kernels();  // only in a build with CUDA

@@ -852,27 +852,11 @@ at::Tensor argmin(const at::Tensor& x, std::optional<int64_t> dim, bool keepdim)
 }
 
 void register_kernels(torch::Library& m, const DeviceKernels& k) {
-  m.impl("sum", k.sum);
-  m.impl("mean", k.mean);
-  m.impl("amax", k.amax);
-  m.impl("amin", k.amin);
-  m.impl("var", k.var);
-  m.impl("std", k.std);
-  m.impl("var_mean", k.var_mean);
-  m.impl("std_mean", k.std_mean);
-  m.impl("nansum", k.nansum);
-  m.impl("nanmean", k.nanmean);
-  m.impl("logsumexp", k.logsumexp);
-  m.impl("prod", k.prod);
-  m.impl("vector_norm", k.vector_norm);
-  m.impl("any", k.any);
-  m.impl("all", k.all);
-  m.impl("count_nonzero", k.count_nonzero);
-  m.impl("aminmax", k.aminmax);
-  m.impl("max", k.max);
-  m.impl("min", k.min);
-  m.impl("argmax", k.argmax);
-  m.impl("argmin", k.argmin);
+#define TREDUCE_IMPL(name, kernel, schema)                                         \
+  TORCH_CHECK(k.name != nullptr, "the device's kernel table has no " #name); \
+  m.impl(#name, k.name);
+  TREDUCE_OPS(TREDUCE_IMPL)
+#undef TREDUCE_IMPL
 }
 
 #ifndef TREDUCE_WITH_CUDA
@@ -882,39 +866,10 @@ VariantTable cuda_variants() { return {nullptr, 0}; }
 }  // namespace treduce
 
 TORCH_LIBRARY(treduce, m) {
-  // `variant` is the second argument of every op, as it was when sum took no dims.
-  m.def("sum(Tensor self, str variant=\"auto\", int[1]? dim=None, bool keepdim=False, *, "
-        "ScalarType? dtype=None) -> Tensor");
-  m.def("mean(Tensor self, str variant=\"auto\", int[1]? dim=None, bool keepdim=False, *, "
-        "ScalarType? dtype=None) -> Tensor");
-  m.def("amax(Tensor self, str variant=\"auto\", int[1]? dim=None, bool keepdim=False) -> Tensor");
-  m.def("amin(Tensor self, str variant=\"auto\", int[1]? dim=None, bool keepdim=False) -> Tensor");
-  // The statistics take what aten's correction overloads take, in the same order (no variant:
-  // they run `auto`). Scalar correction: an int or a float, as torch's.
-  m.def("var(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False) -> Tensor");
-  m.def("std(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False) -> Tensor");
-  m.def("var_mean(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False) -> "
-        "(Tensor, Tensor)");
-  m.def("std_mean(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False) -> "
-        "(Tensor, Tensor)");
-  m.def("nansum(Tensor self, int[1]? dim=None, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor");
-  m.def("nanmean(Tensor self, int[1]? dim=None, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor");
-  m.def("logsumexp(Tensor self, int[1] dim, bool keepdim=False) -> Tensor");
-  m.def("prod(Tensor self, int? dim=None, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor");
-  m.def("vector_norm(Tensor self, Scalar ord=2, int[1]? dim=None, bool keepdim=False, *, ScalarType? dtype=None) "
-        "-> Tensor");
-  // The logic and counting reductions: torch's any.dims, all.dims (an empty list of dims reduces
-  // nothing, as torch's), count_nonzero (its int and list overloads in one) and aminmax.
-  m.def("any(Tensor self, int[1]? dim=None, bool keepdim=False) -> Tensor");
-  m.def("all(Tensor self, int[1]? dim=None, bool keepdim=False) -> Tensor");
-  m.def("count_nonzero(Tensor self, int[1]? dim=None) -> Tensor");
-  m.def("aminmax(Tensor self, *, int? dim=None, bool keepdim=False) -> (Tensor min, Tensor max)");
-  // The extrema with their positions (the first one; NaN wins): aten's max.dim, min.dim, argmax
-  // and argmin. (max and min of every dim are amax and amin.)
-  m.def("max(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)");
-  m.def("min(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)");
-  m.def("argmax(Tensor self, int? dim=None, bool keepdim=False) -> Tensor");
-  m.def("argmin(Tensor self, int? dim=None, bool keepdim=False) -> Tensor");
+  // The ops (ops.h).
+#define TREDUCE_DEF(name, kernel, schema) m.def(#name schema);
+  TREDUCE_OPS(TREDUCE_DEF)
+#undef TREDUCE_DEF
   // The exact sum's state (exact.h), for sums whose partial states are added elsewhere (across
   // processes, by an integer all-reduce): the reduced shape plus a dim of int64 words. Rounded
   // once by _exact_round into the result dtype, it is sum(variant="exact").

@@ -1426,17 +1426,29 @@ VariantTable cpu_variants() {
 }
 
 DeviceKernels cpu_kernels() {
-  return {&cpu::sum_cpu,                          &cpu::mean_cpu,
-          &cpu::extremum_cpu<true>,               &cpu::extremum_cpu<false>,
-          &cpu::var_cpu<ReduceOp::Var>,           &cpu::var_cpu<ReduceOp::Std>,
-          &cpu::var_mean_cpu<ReduceOp::VarMean>,  &cpu::var_mean_cpu<ReduceOp::StdMean>,
-          &cpu::nan_cpu<ReduceOp::NanSum>,        &cpu::nan_cpu<ReduceOp::NanMean>,
-          &cpu::logsumexp_cpu,                    &cpu::prod_cpu,
-          &cpu::norm_cpu,
-          &cpu::logic_cpu<ReduceOp::Any>,         &cpu::logic_cpu<ReduceOp::All>,
-          &cpu::count_nonzero_cpu,                &cpu::aminmax_cpu,
-          &cpu::max_dim_cpu<ReduceOp::MaxDim>,    &cpu::max_dim_cpu<ReduceOp::MinDim>,
-          &cpu::arg_cpu<ReduceOp::ArgMax>,        &cpu::arg_cpu<ReduceOp::ArgMin>};
+  DeviceKernels k;
+  k.sum = &cpu::sum_cpu;
+  k.mean = &cpu::mean_cpu;
+  k.amax = &cpu::extremum_cpu<true>;
+  k.amin = &cpu::extremum_cpu<false>;
+  k.var = &cpu::var_cpu<ReduceOp::Var>;
+  k.std = &cpu::var_cpu<ReduceOp::Std>;
+  k.var_mean = &cpu::var_mean_cpu<ReduceOp::VarMean>;
+  k.std_mean = &cpu::var_mean_cpu<ReduceOp::StdMean>;
+  k.nansum = &cpu::nan_cpu<ReduceOp::NanSum>;
+  k.nanmean = &cpu::nan_cpu<ReduceOp::NanMean>;
+  k.logsumexp = &cpu::logsumexp_cpu;
+  k.prod = &cpu::prod_cpu;
+  k.vector_norm = &cpu::norm_cpu;
+  k.any = &cpu::logic_cpu<ReduceOp::Any>;
+  k.all = &cpu::logic_cpu<ReduceOp::All>;
+  k.count_nonzero = &cpu::count_nonzero_cpu;
+  k.aminmax = &cpu::aminmax_cpu;
+  k.max = &cpu::max_dim_cpu<ReduceOp::MaxDim>;
+  k.min = &cpu::max_dim_cpu<ReduceOp::MinDim>;
+  k.argmax = &cpu::arg_cpu<ReduceOp::ArgMax>;
+  k.argmin = &cpu::arg_cpu<ReduceOp::ArgMin>;
+  return k;
 }
 
 }  // namespace treduce

@@ -322,17 +322,29 @@ at::Tensor read_probe_cuda(const at::Tensor& self) {
 
 namespace treduce {
 DeviceKernels cuda_kernels() {
-  return {&cuda::sum_or_mean_cuda<ReduceOp::Sum>,   &cuda::sum_or_mean_cuda<ReduceOp::Mean>,
-          &cuda::extremum_cuda<ReduceOp::Max>,      &cuda::extremum_cuda<ReduceOp::Min>,
-          &cuda::var_cuda<ReduceOp::Var>,           &cuda::var_cuda<ReduceOp::Std>,
-          &cuda::var_mean_cuda<ReduceOp::VarMean>,  &cuda::var_mean_cuda<ReduceOp::StdMean>,
-          &cuda::nan_cuda<ReduceOp::NanSum>,        &cuda::nan_cuda<ReduceOp::NanMean>,
-          &cuda::logsumexp_cuda,                  &cuda::prod_cuda,
-          &cuda::norm_cuda,
-          &cuda::logic_cuda<ReduceOp::Any>,       &cuda::logic_cuda<ReduceOp::All>,
-          &cuda::count_nonzero_cuda,              &cuda::aminmax_cuda,
-          &cuda::max_dim_cuda<ReduceOp::MaxDim>,  &cuda::max_dim_cuda<ReduceOp::MinDim>,
-          &cuda::arg_cuda<ReduceOp::ArgMax>,      &cuda::arg_cuda<ReduceOp::ArgMin>};
+  DeviceKernels k;
+  k.sum = &cuda::sum_or_mean_cuda<ReduceOp::Sum>;
+  k.mean = &cuda::sum_or_mean_cuda<ReduceOp::Mean>;
+  k.amax = &cuda::extremum_cuda<ReduceOp::Max>;
+  k.amin = &cuda::extremum_cuda<ReduceOp::Min>;
+  k.var = &cuda::var_cuda<ReduceOp::Var>;
+  k.std = &cuda::var_cuda<ReduceOp::Std>;
+  k.var_mean = &cuda::var_mean_cuda<ReduceOp::VarMean>;
+  k.std_mean = &cuda::var_mean_cuda<ReduceOp::StdMean>;
+  k.nansum = &cuda::nan_cuda<ReduceOp::NanSum>;
+  k.nanmean = &cuda::nan_cuda<ReduceOp::NanMean>;
+  k.logsumexp = &cuda::logsumexp_cuda;
+  k.prod = &cuda::prod_cuda;
+  k.vector_norm = &cuda::norm_cuda;
+  k.any = &cuda::logic_cuda<ReduceOp::Any>;
+  k.all = &cuda::logic_cuda<ReduceOp::All>;
+  k.count_nonzero = &cuda::count_nonzero_cuda;
+  k.aminmax = &cuda::aminmax_cuda;
+  k.max = &cuda::max_dim_cuda<ReduceOp::MaxDim>;
+  k.min = &cuda::max_dim_cuda<ReduceOp::MinDim>;
+  k.argmax = &cuda::arg_cuda<ReduceOp::ArgMax>;
+  k.argmin = &cuda::arg_cuda<ReduceOp::ArgMin>;
+  return k;
 }
 }  // namespace treduce
 
