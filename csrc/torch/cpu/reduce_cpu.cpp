@@ -771,6 +771,189 @@ bool byte_logic_columns(const In* x, const Layout3& l, bool any, uint8_t* out) {
   return true;
 }
 
+// reduce_columns' segment of one strip: rows [r0, end) of the strip's `width` columns from
+// base (its first element) into acc[0, width). First the vector kernels of sum_simd where the
+// op and a contiguous strip have one (simd_column_segment says whether it took the segment),
+// else the generic loop (generic_column_segment).
+
+// amax and amin whose accumulator is the type sum_simd gives their extrema in: its
+// extremum_columns_to writes them into the accumulators (or the result) directly.
+template <class In, class Mid, class Op>
+constexpr bool extremum_into() {
+  if constexpr (kSimdExtremaRows<In, Mid, Op>) {
+    return ExtremumOf<Op>::kind == Extremum::Value &&
+           std::is_same_v<typename Op::acc_t, decltype(ExtremaOf<In>::max)>;
+  } else {
+    return false;
+  }
+}
+
+template <class In, class Mid, class Op, int64_t kWidth>
+bool simd_column_segment(const In* first, int64_t stride, int64_t rows, int64_t width, int64_t r0,
+                         typename Op::acc_t* acc) {
+  using Acc = typename Op::acc_t;
+  using A = typename Op::value_t;
+  using L = Load<In, Mid, A>;
+  if constexpr (kSimdExtremaRows<In, Mid, Op>) {  // amax, amin, aminmax: sum_simd's columns kernel
+    using E = ExtremumOf<Op>;
+    constexpr int kWhich = E::kind == Extremum::Both ? 2 : int(E::max);
+    if constexpr (extremum_into<In, Mid, Op>()) {  // amax, amin: into acc itself
+      kernels_of<In>().extremum_columns_to[kWhich](simd_run(first), stride, rows, width, acc);
+      return true;
+    }
+    ExtremaOf<In> e[kWidth];
+    kernels_of<In>().extremum_columns[kWhich](simd_run(first), stride, rows, width, e);
+    for (int64_t j = 0; j < width; ++j) {
+      if constexpr (E::kind == Extremum::Both) acc[j] = Acc{A(e[j].min), A(e[j].max)};
+      else acc[j] = Acc(A(E::max ? e[j].max : e[j].min));
+    }
+    return true;
+  }
+  if constexpr (kSimdExtremaPositions<In, Mid, Op>) {  // max and min over a dim, argmax, argmin
+    // sum_simd's extrema of the columns, then the first row holding each column's extremum (its
+    // first NaN, when that is NaN) in one pass of compares and selects over the rows, left once
+    // every column has its row. A position accumulator an element, as in the generic loop, had
+    // max over dim 2 of (14, 16, 224, 64) float16 at 7.0 ms on 2 threads, torch's 2.0; now 1.37
+    // (bfloat16 0.74, torch 1.82; float32 0.66, torch 1.42). bfloat16 (4096, 256) over dim 0:
+    // 1.22 ms -> 0.24, torch 0.60.
+    using E = ExtremumOf<Op>;
+    constexpr int32_t kStep = 16;
+    ExtremaOf<In> e[kWidth];
+    kernels_of<In>().extremum_columns[int(E::max)](simd_run(first), stride, rows, width, e);
+    // (32-bit rows and a NaN flag a column, selects and no branches, so that the row's loop
+    // vectorises; without `omp simd` it did not: bfloat16 above 4.1 ms on one thread, 1.5 with
+    // it. rows <= kSegment.)
+    A want[kWidth];
+    int32_t row_of[kWidth], want_nan[kWidth];
+    const int32_t none = int32_t(rows);
+    for (int64_t j = 0; j < width; ++j) {
+      want[j] = A(E::max ? e[j].max : e[j].min);
+      want_nan[j] = want[j] != want[j];
+      row_of[j] = none;
+    }
+    for (int32_t k0 = 0; k0 < none; k0 += kStep) {
+      for (int32_t r = k0; r < std::min(none, k0 + kStep); ++r) {
+        const In* row = first + r * stride;
+#pragma omp simd
+        for (int64_t j = 0; j < width; ++j) {
+          const A v = L::apply(row[j]);
+          const int32_t hit = int32_t(v == want[j]) | (int32_t(v != v) & want_nan[j]);
+          row_of[j] = std::min(row_of[j], hit ? r : none);
+        }
+      }
+      int32_t last = 0;
+      for (int64_t j = 0; j < width; ++j) last = std::max(last, row_of[j]);
+      if (last < none) break;
+    }
+    for (int64_t j = 0; j < width; ++j) {
+      TORCH_INTERNAL_ASSERT(row_of[j] < none, "a column's extremum was not found among its rows");
+      acc[j] = Acc{L::apply(first[row_of[j] * stride + j]), r0 + row_of[j]};
+    }
+    return true;
+  }
+  if constexpr (kSimdExpSum<In, Mid, Op>) {  // logsumexp: sum_simd's columns kernel
+    simd::ExpSum<A> e[kWidth];
+    kernels_of<In>().exp_sum_columns(simd_run(first), stride, rows, width, e);
+    for (int64_t j = 0; j < width; ++j) acc[j] = {e[j].max, e[j].sum};
+    return true;
+  }
+  // sum, mean, nansum: sum_simd's columns kernels, any width. From 32 columns only, while the
+  // kernel copied each row's last columns into a padded vector (the generic loop: sum over dim 1
+  // of (196, 80, 7) float32 at 31-33 us on 2 threads, torch 21-23; 7-column rows, one column at a
+  // time, a chain of dependent adds each: 0.67-0.80x torch's speed); now those read the row
+  // itself: 13-20 us, 1.6-2.2x (float16 0.27x -> 2.0x, float64 0.77x -> 1.6x; widths 2 to 33 of
+  // the four float types 1.0-3.1x torch, 0.25-1.3x before).
+  if constexpr (kSimdColumnSums<In, Mid, Op>) {
+    const auto& k = kernels_of<In>();
+    const auto columns = std::is_same_v<Op, SumOp<Acc>> ? k.sum_columns : k.nansum_columns;
+    columns(simd_run(first), stride, rows, width, acc);
+    return true;
+  }
+  (void)first, (void)stride, (void)rows, (void)width, (void)r0, (void)acc;
+  return false;
+}
+
+template <class In, class Mid, class Op, int64_t kWidth>
+void generic_column_segment(const In* base, const Layout3& l, int64_t r_begin, int64_t end, int64_t width,
+                            typename Op::acc_t* acc) {
+  using Acc = typename Op::acc_t;
+  using L = Load<In, Mid, typename Op::value_t>;
+  constexpr int64_t kStep = 16;
+  Acc low[kWidth];
+  std::fill(acc, acc + width, Op::identity());
+  for (int64_t r1 = r_begin; r1 < end; r1 += kStep) {
+    // A group of up to 16 contiguous rows: a block of kB outputs (128 bytes of accumulators,
+    // held in registers) takes the group's rows, then joins acc. The same operations in the
+    // same order as a row at a time through low[] below, so the same bits; but low[] read and
+    // written for every element had float32 (4096, 4096) over dim 0 at 9.5 ms on one Xeon
+    // thread (torch.sum 8.9), now 4.4, and amax over it at 70 ms (torch.amax 12), now 7.2. A
+    // group shorter than 16 rows (a short reduced dim, a segment's last rows) too: sum over
+    // dim 0 of (8, 131072) int64 took 290 us a row at a time, torch.sum 67.
+    if constexpr (kByteCounts<In, Mid, Op>) {
+      if (l.in_inner == 1) {
+        // Non-zero 1-byte elements (any, all, count_nonzero): a group's rows into byte counters
+        // (at most kStep = 16 a column), 128 columns a block, which stay in vector registers,
+        // then into the int64 accumulators; integer counts, the same in any order. On 2
+        // threads, int64 blocks (below) -> byte counters: any over dim 0 of (1025, 16,
+        // 3072).permute(1, 0, 2) uint8 7073 -> 3716 us (torch 1389-1632; what is left is the
+        // int64 accumulators and the store), over dim 0 of (16, 49152) uint8 171 -> 49 (24-39),
+        // of (4096, 4096) bool 2874 -> 584 (7162).
+        const int64_t rows = std::min(kStep, end - r1);
+        for (int64_t j = 0; j < width; j += 128) {
+          const int64_t n = std::min<int64_t>(128, width - j);
+          uint8_t counts[128] = {};
+          for (int64_t k = 0; k < rows; ++k) {
+            const In* row = base + (r1 + k) * l.in_reduced + j;
+            for (int64_t b = 0; b < n; ++b) counts[b] += uint8_t(row[b] != In(0));
+          }
+          for (int64_t b = 0; b < n; ++b) acc[j + b] += Acc(counts[b]);
+        }
+        continue;
+      }
+    }
+    if (l.in_inner == 1) {
+      constexpr int64_t kB = 128 / sizeof(Acc) > 0 ? 128 / sizeof(Acc) : 1;
+      const int64_t rows = std::min(kStep, end - r1);
+      int64_t j = 0;
+      for (; j + kB <= width; j += kB) {
+        Acc lo[kB];
+        for (int64_t b = 0; b < kB; ++b) lo[b] = Op::identity();
+        for (int64_t k = 0; k < rows; ++k) {
+          const In* row = base + (r1 + k) * l.in_reduced + j;
+          for (int64_t b = 0; b < kB; ++b) lo[b] = reduce_one<Op>(lo[b], L::apply(row[b]), r1 + k);
+        }
+        for (int64_t b = 0; b < kB; ++b) acc[j + b] = Op::combine(acc[j + b], lo[b]);
+      }
+      // The rest of the strip, from a quarter of kB outputs, the same way, a row of them at a
+      // time: one at a time, sum over dim 1 of (56, 4097) transposed float32, 56 outputs, took
+      // 81 us on 2 threads (24 of them alone), torch.sum 26; now 26-41 (torch 25-31). Fewer
+      // stay one at a time: 7 outputs of bfloat16 this way were 0.70-0.73x torch's speed
+      // against 0.78-0.80x.
+      if (const int64_t rest = width - j; rest >= kB / 4 && rest > 1) {
+        columns_rest<In, Mid, Op, kB>(base + r1 * l.in_reduced + j, l.in_reduced, rows, rest, r1, acc + j);
+        j = width;
+      }
+      for (; j < width; ++j) {
+        Acc lo = Op::identity();
+        for (int64_t k = 0; k < rows; ++k) lo = reduce_one<Op>(lo, L::apply(base[(r1 + k) * l.in_reduced + j]), r1 + k);
+        acc[j] = Op::combine(acc[j], lo);
+      }
+      continue;
+    }
+    // Outputs apart in memory: a row at a time.
+    std::fill(low, low + width, Op::identity());
+    for (int64_t r = r1; r < std::min(end, r1 + kStep); ++r) {
+      const In* row = base + r * l.in_reduced;
+      if (l.in_inner == 1) {
+        for (int64_t j = 0; j < width; ++j) low[j] = reduce_one<Op>(low[j], L::apply(row[j]), r);
+      } else {
+        for (int64_t j = 0; j < width; ++j) low[j] = reduce_one<Op>(low[j], L::apply(row[j * l.in_inner]), r);
+      }
+    }
+    for (int64_t j = 0; j < width; ++j) acc[j] = Op::combine(acc[j], low[j]);
+  }
+}
+
 // Columns (inner > 1): a task owns a strip of up to kWidth adjacent outputs of one outer index
 // (16 KB of accumulators; each row of the strip a contiguous read when the inner run is) and one
 // segment of kSegment rows of the reduced dim, added as a cascade: 16 rows into a first level,
@@ -788,7 +971,6 @@ void reduce_columns(const In* x, const Layout3& l, const Sink& out) {
       if (byte_logic_columns(x, l, out.args.logic == Logic::Any, static_cast<uint8_t*>(out.ptr))) return;
     }
   }
-  using L = Load<In, Mid, typename Op::value_t>;
   constexpr int64_t kWidth = std::max<int64_t>(16, 16384 / sizeof(Acc));
   constexpr int64_t kStep = 16, kSegment = kStep * kStep;
   const int64_t segments = (l.reduced + kSegment - 1) / kSegment;
@@ -802,183 +984,17 @@ void reduce_columns(const In* x, const Layout3& l, const Sink& out) {
     strip = std::clamp<int64_t>(((l.inner + strips_wanted - 1) / strips_wanted + 63) / 64 * 64, 64, kWidth);
   }
   const int64_t width_max = std::min(strip, l.inner);  // of any strip
-  // amax and amin whose accumulator is the type sum_simd gives their extrema in: its
-  // extremum_columns_to writes them into the accumulators (or the result) directly.
-  constexpr bool kExtremumInto = [] {
-    if constexpr (kSimdExtremaRows<In, Mid, Op>) {
-      return ExtremumOf<Op>::kind == Extremum::Value && std::is_same_v<Acc, decltype(ExtremaOf<In>::max)>;
-    } else {
-      return false;
-    }
-  }();
+  constexpr bool kExtremumInto = extremum_into<In, Mid, Op>();
   const int64_t strips = (l.inner + strip - 1) / strip;
   // The accumulators of segment g of strip s of outer index o, into acc[0, width).
   const auto segment = [&](int64_t o, int64_t s, int64_t g, Acc* acc) {
     const int64_t i0 = s * strip, width = std::min(strip, l.inner - i0);
     const In* base = x + l.outer_in(o) + i0 * l.in_inner;
-    const int64_t end = std::min(l.reduced, (g + 1) * kSegment);
-    if constexpr (kSimdExtremaRows<In, Mid, Op>) {  // amax, amin, aminmax: sum_simd's columns kernel
-      if (l.in_inner == 1) {
-        using E = ExtremumOf<Op>;
-        constexpr int kWhich = E::kind == Extremum::Both ? 2 : int(E::max);
-        using A = typename Op::value_t;
-        if constexpr (kExtremumInto) {  // amax, amin: into acc itself
-          kernels_of<In>().extremum_columns_to[kWhich](simd_run(base + g * kSegment * l.in_reduced), l.in_reduced,
-                                                       end - g * kSegment, width, acc);
-          return width;
-        }
-        ExtremaOf<In> e[kWidth];
-        kernels_of<In>().extremum_columns[kWhich](simd_run(base + g * kSegment * l.in_reduced), l.in_reduced,
-                                                  end - g * kSegment, width, e);
-        for (int64_t j = 0; j < width; ++j) {
-          if constexpr (E::kind == Extremum::Both) acc[j] = Acc{A(e[j].min), A(e[j].max)};
-          else acc[j] = Acc(A(E::max ? e[j].max : e[j].min));
-        }
-        return width;
-      }
-    }
-    if constexpr (kSimdExtremaPositions<In, Mid, Op>) {  // max and min over a dim, argmax, argmin
-      if (l.in_inner == 1) {
-        // sum_simd's extrema of the columns, then the first row holding each column's extremum
-        // (its first NaN, when that is NaN) in one pass of compares and selects over the rows,
-        // left once every column has its row. A position accumulator an element, as below, had
-        // max over dim 2 of (14, 16, 224, 64) float16 at 7.0 ms on 2 threads, torch's 2.0; now
-        // 1.37 (bfloat16 0.74, torch 1.82; float32 0.66, torch 1.42). bfloat16 (4096, 256) over
-        // dim 0: 1.22 ms -> 0.24, torch 0.60.
-        using E = ExtremumOf<Op>;
-        using A = typename Op::value_t;
-        const In* first = base + g * kSegment * l.in_reduced;
-        const int64_t rows = end - g * kSegment;
-        ExtremaOf<In> e[kWidth];
-        kernels_of<In>().extremum_columns[int(E::max)](simd_run(first), l.in_reduced, rows, width, e);
-        // (32-bit rows and a NaN flag a column, selects and no branches, so that the row's loop
-        // vectorises; without `omp simd` it did not: bfloat16 above 4.1 ms on one thread, 1.5
-        // with it. rows <= kSegment.)
-        A want[kWidth];
-        int32_t row_of[kWidth], want_nan[kWidth];
-        const int32_t none = int32_t(rows);
-        for (int64_t j = 0; j < width; ++j) {
-          want[j] = A(E::max ? e[j].max : e[j].min);
-          want_nan[j] = want[j] != want[j];
-          row_of[j] = none;
-        }
-        for (int32_t r0 = 0; r0 < none; r0 += int32_t(kStep)) {
-          for (int32_t r = r0; r < std::min(none, r0 + int32_t(kStep)); ++r) {
-            const In* row = first + r * l.in_reduced;
-#pragma omp simd
-            for (int64_t j = 0; j < width; ++j) {
-              const A v = L::apply(row[j]);
-              const int32_t hit = int32_t(v == want[j]) | (int32_t(v != v) & want_nan[j]);
-              row_of[j] = std::min(row_of[j], hit ? r : none);
-            }
-          }
-          int32_t last = 0;
-          for (int64_t j = 0; j < width; ++j) last = std::max(last, row_of[j]);
-          if (last < none) break;
-        }
-        for (int64_t j = 0; j < width; ++j) {
-          TORCH_INTERNAL_ASSERT(row_of[j] < none, "a column's extremum was not found among its rows");
-          acc[j] = Acc{L::apply(first[row_of[j] * l.in_reduced + j]), g * kSegment + row_of[j]};
-        }
-        return width;
-      }
-    }
-    if constexpr (kSimdExpSum<In, Mid, Op>) {  // logsumexp: sum_simd's columns kernel
-      if (l.in_inner == 1) {
-        simd::ExpSum<typename Op::value_t> e[kWidth];
-        kernels_of<In>().exp_sum_columns(simd_run(base + g * kSegment * l.in_reduced), l.in_reduced,
-                                         end - g * kSegment, width, e);
-        for (int64_t j = 0; j < width; ++j) acc[j] = {e[j].max, e[j].sum};
-        return width;
-      }
-    }
-    // sum, mean, nansum: sum_simd's columns kernels, any width. From 32 columns only, while the
-    // kernel copied each row's last columns into a padded vector (the generic loop below: sum
-    // over dim 1 of (196, 80, 7) float32 at 31-33 us on 2 threads, torch 21-23; 7-column rows,
-    // one column at a time, a chain of dependent adds each: 0.67-0.80x torch's speed); now
-    // those read the row itself: 13-20 us, 1.6-2.2x (float16 0.27x -> 2.0x, float64 0.77x ->
-    // 1.6x; widths 2 to 33 of the four float types 1.0-3.1x torch, 0.25-1.3x before).
-    if constexpr (kSimdColumnSums<In, Mid, Op>) {
-      if (l.in_inner == 1) {
-        const auto& k = kernels_of<In>();
-        const auto columns = std::is_same_v<Op, SumOp<Acc>> ? k.sum_columns : k.nansum_columns;
-        columns(simd_run(base + g * kSegment * l.in_reduced), l.in_reduced, end - g * kSegment, width, acc);
-        return width;
-      }
-    }
-    Acc low[kWidth];
-    std::fill(acc, acc + width, Op::identity());
-    for (int64_t r1 = g * kSegment; r1 < end; r1 += kStep) {
-      // A group of up to 16 contiguous rows: a block of kB outputs (128 bytes of accumulators,
-      // held in registers) takes the group's rows, then joins acc. The same operations in the
-      // same order as a row at a time through low[] below, so the same bits; but low[] read and
-      // written for every element had float32 (4096, 4096) over dim 0 at 9.5 ms on one Xeon
-      // thread (torch.sum 8.9), now 4.4, and amax over it at 70 ms (torch.amax 12), now 7.2. A
-      // group shorter than 16 rows (a short reduced dim, a segment's last rows) too: sum over
-      // dim 0 of (8, 131072) int64 took 290 us a row at a time, torch.sum 67.
-      if constexpr (kByteCounts<In, Mid, Op>) {
-        if (l.in_inner == 1) {
-          // Non-zero 1-byte elements (any, all, count_nonzero): a group's rows into byte counters
-          // (at most kStep = 16 a column), 128 columns a block, which stay in vector registers,
-          // then into the int64 accumulators; integer counts, the same in any order. On 2
-          // threads, int64 blocks (below) -> byte counters: any over dim 0 of (1025, 16,
-          // 3072).permute(1, 0, 2) uint8 7073 -> 3716 us (torch 1389-1632; what is left is the
-          // int64 accumulators and the store), over dim 0 of (16, 49152) uint8 171 -> 49 (24-39),
-          // of (4096, 4096) bool 2874 -> 584 (7162).
-          const int64_t rows = std::min(kStep, end - r1);
-          for (int64_t j = 0; j < width; j += 128) {
-            const int64_t n = std::min<int64_t>(128, width - j);
-            uint8_t counts[128] = {};
-            for (int64_t k = 0; k < rows; ++k) {
-              const In* row = base + (r1 + k) * l.in_reduced + j;
-              for (int64_t b = 0; b < n; ++b) counts[b] += uint8_t(row[b] != In(0));
-            }
-            for (int64_t b = 0; b < n; ++b) acc[j + b] += Acc(counts[b]);
-          }
-          continue;
-        }
-      }
-      if (l.in_inner == 1) {
-        constexpr int64_t kB = 128 / sizeof(Acc) > 0 ? 128 / sizeof(Acc) : 1;
-        const int64_t rows = std::min(kStep, end - r1);
-        int64_t j = 0;
-        for (; j + kB <= width; j += kB) {
-          Acc lo[kB];
-          for (int64_t b = 0; b < kB; ++b) lo[b] = Op::identity();
-          for (int64_t k = 0; k < rows; ++k) {
-            const In* row = base + (r1 + k) * l.in_reduced + j;
-            for (int64_t b = 0; b < kB; ++b) lo[b] = reduce_one<Op>(lo[b], L::apply(row[b]), r1 + k);
-          }
-          for (int64_t b = 0; b < kB; ++b) acc[j + b] = Op::combine(acc[j + b], lo[b]);
-        }
-        // The rest of the strip, from a quarter of kB outputs, the same way, a row of them at a
-        // time: one at a time, sum over dim 1 of (56, 4097) transposed float32, 56 outputs, took
-        // 81 us on 2 threads (24 of them alone), torch.sum 26; now 26-41 (torch 25-31). Fewer
-        // stay one at a time: 7 outputs of bfloat16 this way were 0.70-0.73x torch's speed
-        // against 0.78-0.80x.
-        if (const int64_t rest = width - j; rest >= kB / 4 && rest > 1) {
-          columns_rest<In, Mid, Op, kB>(base + r1 * l.in_reduced + j, l.in_reduced, rows, rest, r1, acc + j);
-          j = width;
-        }
-        for (; j < width; ++j) {
-          Acc lo = Op::identity();
-          for (int64_t k = 0; k < rows; ++k) lo = reduce_one<Op>(lo, L::apply(base[(r1 + k) * l.in_reduced + j]), r1 + k);
-          acc[j] = Op::combine(acc[j], lo);
-        }
-        continue;
-      }
-      // Outputs apart in memory: a row at a time.
-      std::fill(low, low + width, Op::identity());
-      for (int64_t r = r1; r < std::min(end, r1 + kStep); ++r) {
-        const In* row = base + r * l.in_reduced;
-        if (l.in_inner == 1) {
-          for (int64_t j = 0; j < width; ++j) low[j] = reduce_one<Op>(low[j], L::apply(row[j]), r);
-        } else {
-          for (int64_t j = 0; j < width; ++j) low[j] = reduce_one<Op>(low[j], L::apply(row[j * l.in_inner]), r);
-        }
-      }
-      for (int64_t j = 0; j < width; ++j) acc[j] = Op::combine(acc[j], low[j]);
-    }
+    const int64_t r0 = g * kSegment, end = std::min(l.reduced, r0 + kSegment);
+    if (l.in_inner == 1 &&
+        simd_column_segment<In, Mid, Op, kWidth>(base + r0 * l.in_reduced, l.in_reduced, end - r0, width, r0, acc))
+      return width;
+    generic_column_segment<In, Mid, Op, kWidth>(base, l, r0, end, width, acc);
     return width;
   };
   const auto store = [&](int64_t o, int64_t s, int64_t j, const Acc& v) {
