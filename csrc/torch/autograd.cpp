@@ -534,28 +534,14 @@ at::Tensor arg_autograd(const at::Tensor& self, std::optional<int64_t> dim, bool
 }
 
 }  // namespace
+
+// Every op's Autograd kernel, from the op table (ops.h).
+void register_autograd(torch::Library& m) {
+#define TREDUCE_AUTOGRAD(name, kernel, autograd, schema) m.impl(#name, &autograd);
+  TREDUCE_OPS(TREDUCE_AUTOGRAD)
+#undef TREDUCE_AUTOGRAD
+}
+
 }  // namespace treduce
 
-TORCH_LIBRARY_IMPL(treduce, Autograd, m) {
-  m.impl("max", &treduce::max_dim_autograd<true>);
-  m.impl("min", &treduce::max_dim_autograd<false>);
-  m.impl("argmax", &treduce::arg_autograd<true>);
-  m.impl("argmin", &treduce::arg_autograd<false>);
-  m.impl("any", &treduce::logic_autograd<treduce::ReduceOp::Any>);
-  m.impl("all", &treduce::logic_autograd<treduce::ReduceOp::All>);
-  m.impl("count_nonzero", &treduce::count_nonzero_autograd);
-  m.impl("aminmax", &treduce::aminmax_autograd);
-  m.impl("sum", &treduce::sum_autograd);
-  m.impl("mean", &treduce::mean_autograd);
-  m.impl("amax", &treduce::amax_autograd);
-  m.impl("amin", &treduce::amin_autograd);
-  m.impl("var", &treduce::var_one<treduce::ReduceOp::Var>);
-  m.impl("std", &treduce::var_one<treduce::ReduceOp::Std>);
-  m.impl("var_mean", &treduce::var_two<treduce::ReduceOp::VarMean>);
-  m.impl("std_mean", &treduce::var_two<treduce::ReduceOp::StdMean>);
-  m.impl("nansum", &treduce::nan_autograd<treduce::ReduceOp::NanSum>);
-  m.impl("nanmean", &treduce::nan_autograd<treduce::ReduceOp::NanMean>);
-  m.impl("logsumexp", &treduce::logsumexp_autograd);
-  m.impl("prod", &treduce::prod_autograd);
-  m.impl("vector_norm", &treduce::norm_autograd);
-}
+TORCH_LIBRARY_IMPL(treduce, Autograd, m) { treduce::register_autograd(m); }

@@ -140,7 +140,7 @@ using ArgKernel = at::Tensor (*)(const at::Tensor&, std::optional<int64_t>, bool
 // One device's kernel of each op (ops.h), by name: a table filled field by field, so that no
 // kernel can land in another op's place; register_kernels checks every one is set.
 struct DeviceKernels {
-#define TREDUCE_FIELD(name, kernel, schema) kernel name = nullptr;
+#define TREDUCE_FIELD(name, kernel, autograd, schema) kernel name = nullptr;
   TREDUCE_OPS(TREDUCE_FIELD)
 #undef TREDUCE_FIELD
 };

@@ -852,7 +852,7 @@ at::Tensor argmin(const at::Tensor& x, std::optional<int64_t> dim, bool keepdim)
 }
 
 void register_kernels(torch::Library& m, const DeviceKernels& k) {
-#define TREDUCE_IMPL(name, kernel, schema)                                         \
+#define TREDUCE_IMPL(name, kernel, autograd, schema)                                         \
   TORCH_CHECK(k.name != nullptr, "the device's kernel table has no " #name); \
   m.impl(#name, k.name);
   TREDUCE_OPS(TREDUCE_IMPL)
@@ -867,7 +867,7 @@ VariantTable cuda_variants() { return {nullptr, 0}; }
 
 TORCH_LIBRARY(treduce, m) {
   // The ops (ops.h).
-#define TREDUCE_DEF(name, kernel, schema) m.def(#name schema);
+#define TREDUCE_DEF(name, kernel, autograd, schema) m.def(#name schema);
   TREDUCE_OPS(TREDUCE_DEF)
 #undef TREDUCE_DEF
   // The exact sum's state (exact.h), for sums whose partial states are added elsewhere (across
