@@ -16,8 +16,8 @@ def read_units(root: Path) -> list[dict]:
     return units
 
 
-def unit_text(root: Path, unit: dict) -> str:
-    template = (root / "csrc" / "core" / "cuda" / "unit.cu.in").read_text()
+def unit_text(root: Path, template: str, unit: dict) -> str:
+    """unit.cu.in's text (`template`) for one unit."""
     values = {"UNIT_NAME": unit["name"], "UNIT_HEADER": (root / "csrc" / "core" / "cuda" / "kernels" / unit["header"]).as_posix(),
               "UNIT_LIST": unit["list"], "UNIT_INSTANCE": unit["instance"]}
     for key, value in values.items():
@@ -29,9 +29,10 @@ def write_units(root: Path, folder: Path) -> list[Path]:
     """Writes each unit into folder (only where its text changed, so that a build does not compile
     it again) and returns their paths, in units.txt's order."""
     folder.mkdir(parents=True, exist_ok=True)
+    template = (root / "csrc" / "core" / "cuda" / "unit.cu.in").read_text()
     paths = []
     for unit in read_units(root):
-        path, text = folder / f"{unit['name']}.cu", unit_text(root, unit)
+        path, text = folder / f"{unit['name']}.cu", unit_text(root, template, unit)
         if not path.exists() or path.read_text() != text:
             path.write_text(text)
         paths.append(path)
