@@ -29,6 +29,9 @@ from dataclasses import asdict, dataclass, field
 
 import torch
 
+import torch_reduce
+from torch_reduce._table import BY_NAME, OPS
+
 # Size pools: (model sizes, small sizes with the same character for the tests).
 POOLS = {
     "vocab": ([32000, 50257, 49152, 128256, 151936, 32064], [97, 250, 1000, 1031]),
@@ -46,22 +49,12 @@ ROLES = list(POOLS)
 FLOATS = (torch.float32, torch.bfloat16, torch.float16)
 INTS = (torch.int32, torch.int64, torch.int8, torch.uint8, torch.int16)
 
-# op: (torch's function, which dims it takes: "many" (a list, or None for all), "one" (one dim,
-# or None for all), "one!" (one dim, required), "many!" (a list, required); its dtypes: "float",
-# "any", "nobool").
-OPS = {
-    "sum": ("many", "any"), "mean": ("many", "float"), "amax": ("many", "any"), "amin": ("many", "any"),
-    "var": ("many", "float"), "std": ("many", "float"), "var_mean": ("many", "float"),
-    "std_mean": ("many", "float"), "nansum": ("many", "float"), "nanmean": ("many", "float"),
-    "logsumexp": ("many!", "float"), "prod": ("one", "any"), "vector_norm": ("many", "float"),
-    "any": ("many", "any"), "all": ("many", "any"), "count_nonzero": ("many", "any"),
-    "aminmax": ("one", "any"), "max": ("one!", "any"), "min": ("one!", "any"), "argmax": ("one", "nobool"),
-    "argmin": ("one", "nobool"),
-}
-# How often each op is drawn: the sums and statistics models use most.
-OP_WEIGHTS = {"sum": 6, "mean": 5, "amax": 3, "var": 3, "var_mean": 2, "vector_norm": 2, "logsumexp": 2,
-              "argmax": 2, "max": 2, "count_nonzero": 1, "any": 1, "all": 1, "std": 1, "std_mean": 1,
-              "nansum": 1, "nanmean": 1, "prod": 1, "amin": 1, "aminmax": 1, "min": 1, "argmin": 1}
+# The order generate() draws the ops of the table in (rng.choices maps a draw through it): the
+# order of the runs so far, so that their seeds give the same cases; ops not in it follow in the
+# table's order. Each op's dims, dtypes, weight and exactness are its row's (torch_reduce/_table.py).
+DRAW_ORDER = ("sum", "mean", "amax", "var", "var_mean", "vector_norm", "logsumexp", "argmax", "max", "count_nonzero",
+              "any", "all", "std", "std_mean", "nansum", "nanmean", "prod", "amin", "aminmax", "min", "argmin")
+DRAWN = sorted(OPS, key=lambda op: DRAW_ORDER.index(op.name) if op.name in DRAW_ORDER else len(DRAW_ORDER))
 
 
 @dataclass
@@ -100,11 +93,11 @@ def generate(seed: int, count: int, small: bool = False) -> list[Case]:
     """`count` cases from `seed`; small: sizes from the small pools, at most 2^15 elements."""
     rng = random.Random(seed)
     most = (1 << 15) if small else (1 << 27)
-    ops, weights = list(OP_WEIGHTS), list(OP_WEIGHTS.values())
+    ops, weights = [op.name for op in DRAWN], [op.weight for op in DRAWN]
     cases = []
     while len(cases) < count:
         op = rng.choices(ops, weights=weights)[0]
-        dims_kind, dtypes_kind = OPS[op]
+        dims_kind, dtypes_kind = BY_NAME[op].dims, BY_NAME[op].dtypes
         base = _shape(rng, small, most)
         rank = len(base)
         # The layout: half contiguous, a quarter transposed, the rest the other kinds.
@@ -193,26 +186,18 @@ def make_input(case: Case, device: str, gen: torch.Generator) -> torch.Tensor:
 
 def calls(case: Case):
     """(torch's function, torch_reduce's), each x -> result(s)."""
-    import torch_reduce
-
     op, dim = case.op, case.dim
-    if op == "vector_norm":
-        ord_ = case.extra
-        return (lambda x: torch.linalg.vector_norm(x, ord_, dim), lambda x: torch_reduce.vector_norm(x, ord_, dim))
-    if op == "aminmax":
-        return (lambda x: torch.aminmax(x, dim=dim), lambda x: torch_reduce.aminmax(x, dim=dim))
-    if op in ("max", "min"):
-        return (lambda x: getattr(torch, op)(x, dim), lambda x: getattr(torch_reduce, op)(x, dim))
-    if op == "count_nonzero":
-        return (lambda x: torch.count_nonzero(x, dim), lambda x: torch_reduce.count_nonzero(x, dim))
-    if dim is None:
-        return (lambda x: getattr(torch, op)(x), lambda x: getattr(torch_reduce, op)(x))
-    return (lambda x: getattr(torch, op)(x, dim), lambda x: getattr(torch_reduce, op)(x, dim))
+    torch_fn, ours_fn = BY_NAME[op].reference, getattr(torch_reduce, op)
+    if op == "vector_norm":  # the order first
+        args, kwargs = (case.extra, dim), {}
+    elif op == "aminmax":  # dim is keyword-only
+        args, kwargs = (), {"dim": dim}
+    else:
+        args, kwargs = () if dim is None else (dim,), {}
+    return (lambda x: torch_fn(x, *args, **kwargs), lambda x: ours_fn(x, *args, **kwargs))
 
 
 UNIT = {torch.float16: 2.0**-11, torch.bfloat16: 2.0**-8, torch.float32: 2.0**-24, torch.float64: 2.0**-53}
-EXACT_OPS = {"sum", "nansum", "amax", "amin", "any", "all", "count_nonzero", "aminmax", "max", "min", "argmax",
-             "argmin", "prod"}
 
 
 def reduced_count(case: Case, x: torch.Tensor) -> int:
@@ -250,7 +235,7 @@ def check(case: Case, x: torch.Tensor, ours, want) -> str | None:
         same_inf = (a64 == b64) & a64.isinf()
         u_out = UNIT.get(a.dtype, 2.0**-24)
         u_acc = 2.0**-53 if a.dtype == torch.float64 else 2.0**-24
-        if case.op in EXACT_OPS:
+        if BY_NAME[case.op].exact:
             tol = 2 * u_out * b64.abs()
         else:
             tol = (4 * u_out + 64 * u_acc * math.log2(n + 1)) * b64.abs() + 64 * u_acc
@@ -268,7 +253,7 @@ def reference(case: Case, x: torch.Tensor):
     small integers whose value is -462)."""
     torch_fn, _ = calls(case)
     want = torch_fn(x)
-    in_float64 = case.op not in EXACT_OPS or case.op in ("sum", "nansum")
+    in_float64 = not BY_NAME[case.op].exact or case.op in ("sum", "nansum")
     if x.dtype.is_floating_point and in_float64 and x.dtype != torch.float64:
         precise = torch_fn(x.double())
         as_tuple = lambda r: r if isinstance(r, tuple) else (r,)  # noqa: E731
@@ -347,7 +332,6 @@ def run(args, partial: pathlib.Path | None = None) -> dict:
     import datetime
 
     import timing
-    import torch_reduce
 
     cases = generate(args.seed, args.cases, small=args.small)
     device = args.device

@@ -7,6 +7,8 @@ import pytest
 import torch
 
 import torch_reduce
+from torch_reduce import _C
+from torch_reduce._table import OPS
 from util import DEVICES, cuda_only, exact_input, fresh_generator, variant_names
 
 
@@ -104,3 +106,23 @@ def test_readme_variant_table_matches_the_library():
             if v.name == "auto":
                 continue
             assert (device.upper(), v.name) in rows, f"README lacks {device} variant {v.name}"
+
+
+def test_the_op_table_names_every_op():
+    """The Python op table (torch_reduce/_table.py) names the ops of the C++ one (csrc/torch/ops.h's
+    TREDUCE_OPS), those the library registers under torch.ops.treduce (but for `variants`, the
+    list of techniques, and the private `_` ops) and those the eager entry takes, each once: an op
+    added to one of them and not to the table fails here."""
+    names = [op.name for op in OPS]
+    assert len(set(names)) == len(names), names
+    header = (Path(__file__).resolve().parent.parent / "csrc" / "torch" / "ops.h").read_text()
+    table = header[header.index("#define TREDUCE_OPS(X)"):]
+    in_header = re.findall(r"\bX\((\w+),", table)
+    assert len(in_header) == len(set(in_header)) and set(in_header) == set(names), (in_header, names)
+    registered = {op.split("::")[1].split(".")[0] for op in torch._C._dispatch_get_all_op_names()
+                  if op.startswith("treduce::")}
+    assert {name for name in registered if not name.startswith("_")} - {"variants"} == set(names), registered
+    assert {name.lower() for name in dir(_C) if name.isupper()} == set(names)
+    # ... and torch_reduce exports each one's wrapper.
+    assert set(names) <= set(torch_reduce.__all__), set(names) - set(torch_reduce.__all__)
+    assert all(callable(getattr(torch_reduce, name)) for name in names)

@@ -6,6 +6,7 @@ import pytest
 import torch
 
 import torch_reduce
+from torch_reduce._table import OPS
 from torch_reduce.override import Override
 from util import DEVICES, cuda_only, fresh_generator
 
@@ -219,6 +220,26 @@ def test_fallback(device, expr, name, reason, dispatcher, mode):
         # torch's own kernel may reduce through aten again (CPU's mean sums into its result
         # through aten::sum.IntList_out), and the dispatcher mode counts that call too.
         assert ov.fallback[name] == 1 and reason in ov.fallback_reasons and not ov.routed
+    assert_same(got, expected, seed)
+
+
+# Every route of the op table: torch's function and, where torch has one, the Tensor method.
+TABLE_ROUTES = [pytest.param(op.name, route, id=f"{op.name}-{('function', 'method')[k]}")
+                for op in OPS for k, route in enumerate(op.routes)]
+
+
+@pytest.mark.filterwarnings("ignore:Named tensors")
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("name,route", TABLE_ROUTES)
+def test_every_route_of_the_table(device, name, route):
+    """The Python mode sends each route of the table, called with dim= (which the route's
+    parameters in the table must name), to the op's wrapper. (The dispatcher mode counts aten's
+    functions instead: torch.nanmean is torch's composite over nansum and sum.)"""
+    ns, seed = namespace(device)
+    expected = route(ns["x"], dim=1)
+    with torch_reduce.override("python") as ov:
+        got = route(ns["x"], dim=1)
+    assert ov.routed == {name: 1} and not ov.fallback and not ov.fallback_reasons
     assert_same(got, expected, seed)
 
 

@@ -13,6 +13,7 @@ import pytest
 import torch
 
 import torch_reduce
+from torch_reduce._table import OPS
 from util import DEVICES, UNIT_ROUNDOFF, cuda_only, fresh_generator
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
@@ -730,6 +731,20 @@ def test_random_cases_against_torch(device, chunk):
         if problem:
             failures.append(f"{case.label()}: {problem}")
     assert not failures, f"seed {seed} (TREDUCE_TEST_SEED={seed} replays it):\n" + "\n".join(failures)
+
+
+def test_every_op_of_the_table_is_drawn():
+    # The random cases above draw from the op table: each op, with the dims and dtypes its row
+    # gives it.
+    cases = random_shapes.generate(0, 10000, small=True)
+    assert {case.op for case in cases} == {op.name for op in OPS}
+    for op in OPS:
+        dims = [case.dim for case in cases if case.op == op.name]
+        lists = any(type(d) is list for d in dims)
+        assert lists == op.dims.startswith("many") and (None in dims) == (op.dims in ("one", "many")), op
+        dtypes = {case.dtype for case in cases if case.op == op.name}
+        assert (dtypes <= {"float32", "bfloat16", "float16"}) == (op.dtypes == "float"), (op, dtypes)
+        assert ("bool" in dtypes) == (op.dtypes == "any"), (op, dtypes)
 
 
 def test_the_benchmark_runs_on_the_cpu(tmp_path):

@@ -73,6 +73,8 @@ from .ops import (  # noqa: E402
 from .override import override  # noqa: E402
 from . import distributed  # noqa: E402  (registers the ops' DTensor shardings)
 
+# Every op of the table (_table.py) is exported by name (tests/test_library.py checks it); the names
+# are spelled out so that editors and type checkers see them.
 __all__ = [
     "SUPPORTED_DTYPES", "Variant", "__version__", "all", "amax", "amin", "aminmax", "any", "argmax", "argmin",
     "build_info", "count_nonzero", "distributed", "explain", "max", "mean", "min", "override",

@@ -14,6 +14,7 @@ from typing import NamedTuple, Union
 import torch
 
 from . import _C
+from ._table import OPS
 
 # The dtypes the ops accept, as input and as dtype=.
 SUPPORTED_DTYPES = (
@@ -25,28 +26,9 @@ _INTEGRAL = frozenset(SUPPORTED_DTYPES[:6])
 Dims = Union[int, Sequence[int], None]
 
 # The ops' overloads, resolved once: calling torch.ops.treduce.sum looks up the namespace, the
-# packet and then the overload on every call.
-_SUM = torch.ops.treduce.sum.default
-_MEAN = torch.ops.treduce.mean.default
-_AMAX = torch.ops.treduce.amax.default
-_AMIN = torch.ops.treduce.amin.default
-_VAR = torch.ops.treduce.var.default
-_STD = torch.ops.treduce.std.default
-_VAR_MEAN = torch.ops.treduce.var_mean.default
-_STD_MEAN = torch.ops.treduce.std_mean.default
-_NANSUM = torch.ops.treduce.nansum.default
-_NANMEAN = torch.ops.treduce.nanmean.default
-_LOGSUMEXP = torch.ops.treduce.logsumexp.default
-_PROD = torch.ops.treduce.prod.default
-_VECTOR_NORM = torch.ops.treduce.vector_norm.default
-_ANY = torch.ops.treduce.any.default
-_ALL = torch.ops.treduce.all.default
-_COUNT_NONZERO = torch.ops.treduce.count_nonzero.default
-_AMINMAX = torch.ops.treduce.aminmax.default
-_MAX = torch.ops.treduce.max.default
-_MIN = torch.ops.treduce.min.default
-_ARGMAX = torch.ops.treduce.argmax.default
-_ARGMIN = torch.ops.treduce.argmin.default
+# packet and then the overload on every call. _SUM is torch.ops.treduce.sum.default, and so for
+# every op of the table; module globals, as a wrapper looks them up (and tests replace them).
+globals().update({f"_{op.name.upper()}": getattr(torch.ops.treduce, op.name).default for op in OPS})
 
 # The eager entry (csrc/torch/python_entry.cpp): _eager(_C.SUM, x, dim, keepdim, dtype, scalar) is the op's
 # result for a plain eager call (a torch.Tensor, no torch function or dispatch mode; the variant
@@ -409,23 +391,15 @@ def _reduced_shape(x: torch.Tensor, dim: list[int] | None, keepdim: bool) -> lis
     return [1 if i in reduced else s for i, s in enumerate(x.shape) if keepdim or i not in reduced]
 
 
-@torch.library.register_fake("treduce::sum")
 def _sum_fake(x, variant="auto", dim=None, keepdim=False, *, dtype=None):
     return x.new_empty(_reduced_shape(x, dim, keepdim), dtype=result_dtype(x.dtype, dtype))
 
 
-@torch.library.register_fake("treduce::mean")
 def _mean_fake(x, variant="auto", dim=None, keepdim=False, *, dtype=None):
     return x.new_empty(_reduced_shape(x, dim, keepdim), dtype=dtype or x.dtype)
 
 
-@torch.library.register_fake("treduce::amax")
-def _amax_fake(x, variant="auto", dim=None, keepdim=False):
-    return x.new_empty(_reduced_shape(x, dim, keepdim))
-
-
-@torch.library.register_fake("treduce::amin")
-def _amin_fake(x, variant="auto", dim=None, keepdim=False):
+def _extremum_fake(x, variant="auto", dim=None, keepdim=False):
     return x.new_empty(_reduced_shape(x, dim, keepdim))
 
 
@@ -438,34 +412,23 @@ def _stat_pair_fake(x, dim=None, *, correction=None, keepdim=False):
     return x.new_empty(shape), x.new_empty(shape)
 
 
-for _name in ("var", "std"):
-    torch.library.register_fake(f"treduce::{_name}")(_stat_fake)
-for _name in ("var_mean", "std_mean"):
-    torch.library.register_fake(f"treduce::{_name}")(_stat_pair_fake)
-
-
-@torch.library.register_fake("treduce::nansum")
 def _nansum_fake(x, dim=None, keepdim=False, *, dtype=None):
     return x.new_empty(_reduced_shape(x, dim, keepdim), dtype=result_dtype(x.dtype, dtype))
 
 
-@torch.library.register_fake("treduce::nanmean")
 def _nanmean_fake(x, dim=None, keepdim=False, *, dtype=None):
     return x.new_empty(_reduced_shape(x, dim, keepdim), dtype=dtype or x.dtype)
 
 
-@torch.library.register_fake("treduce::logsumexp")
 def _logsumexp_fake(x, dim, keepdim=False):
     dtype = x.dtype if x.dtype.is_floating_point else torch.float32
     return x.new_empty(_reduced_shape(x, dim, keepdim), dtype=dtype)
 
 
-@torch.library.register_fake("treduce::prod")
 def _prod_fake(x, dim=None, keepdim=False, *, dtype=None):
     return x.new_empty(_reduced_shape(x, None if dim is None else [dim], keepdim), dtype=result_dtype(x.dtype, dtype))
 
 
-@torch.library.register_fake("treduce::vector_norm")
 def _vector_norm_fake(x, ord=2, dim=None, keepdim=False, *, dtype=None):
     return x.new_empty(_reduced_shape(x, dim, keepdim), dtype=dtype or x.dtype)
 
@@ -475,16 +438,10 @@ def _logic_fake(x, dim=None, keepdim=False):
     return x.new_empty(shape, dtype=torch.uint8 if x.dtype == torch.uint8 else torch.bool)
 
 
-for _name in ("any", "all"):
-    torch.library.register_fake(f"treduce::{_name}")(_logic_fake)
-
-
-@torch.library.register_fake("treduce::count_nonzero")
 def _count_nonzero_fake(x, dim=None):
     return x.new_empty(_reduced_shape(x, dim, False), dtype=torch.int64)
 
 
-@torch.library.register_fake("treduce::aminmax")
 def _aminmax_fake(x, *, dim=None, keepdim=False):
     shape = _reduced_shape(x, None if dim is None else [dim], keepdim)
     return x.new_empty(shape), x.new_empty(shape)
@@ -499,10 +456,16 @@ def _arg_fake(x, dim=None, keepdim=False):
     return x.new_empty(_reduced_shape(x, None if dim is None else [dim], keepdim), dtype=torch.int64)
 
 
-for _name in ("max", "min"):
-    torch.library.register_fake(f"treduce::{_name}")(_max_dim_fake)
-for _name in ("argmax", "argmin"):
-    torch.library.register_fake(f"treduce::{_name}")(_arg_fake)
+# Each op's fake, registered for every op of the table: one without a fake fails here, at import.
+_FAKES = {
+    "sum": _sum_fake, "mean": _mean_fake, "amax": _extremum_fake, "amin": _extremum_fake,
+    "var": _stat_fake, "std": _stat_fake, "var_mean": _stat_pair_fake, "std_mean": _stat_pair_fake,
+    "nansum": _nansum_fake, "nanmean": _nanmean_fake, "logsumexp": _logsumexp_fake, "prod": _prod_fake,
+    "vector_norm": _vector_norm_fake, "any": _logic_fake, "all": _logic_fake, "count_nonzero": _count_nonzero_fake,
+    "aminmax": _aminmax_fake, "max": _max_dim_fake, "min": _max_dim_fake, "argmax": _arg_fake, "argmin": _arg_fake,
+}
+for _op in OPS:
+    torch.library.register_fake(f"treduce::{_op.name}")(_FAKES[_op.name])
 
 
 @torch.library.register_fake("treduce::_exact_state")

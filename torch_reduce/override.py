@@ -5,10 +5,8 @@
         loss.backward()        # and so do the sums autograd makes, e.g. to undo a broadcast
     print(ov.routed, ov.fallback, ov.fallback_reasons)
 
-Two modes. Counts: ov.routed and ov.fallback count calls by function ("sum", "mean", "amax",
-"amin", "var", "std", "var_mean", "std_mean", "nansum", "nanmean", "logsumexp", "prod",
-"vector_norm", torch.norm's calls included, "any", "all", "count_nonzero", "aminmax", "max", "min",
-"argmax", "argmin"),
+Two modes. Counts: ov.routed and ov.fallback count calls by function (the op's name in the op
+table, torch_reduce/_table.py: "sum", "mean", ..., "argmin"; torch.norm's calls as "vector_norm"),
 ov.fallback_reasons by reason.
 
 mode="dispatcher" (the default): while a block is open, torch_reduce's kernels are aten's CPU and
@@ -31,17 +29,16 @@ other thread is inside a reduction, as for any change to the dispatcher's tables
 torch.compile a compiled graph keeps inductor's own reductions, which fuse with the ops around
 them (only an aten call that inductor leaves to eager code reaches torch_reduce).
 
-mode="python": a TorchFunctionMode. torch.sum, torch.mean, torch.amax, torch.amin, torch.var,
-torch.std, torch.var_mean, torch.std_mean, torch.nansum, torch.nanmean, torch.logsumexp,
-torch.prod, torch.linalg.vector_norm, torch.norm's vector norms (p a number or "fro" over at
-most two dims), torch.any, torch.all, torch.count_nonzero, torch.aminmax, torch.max, torch.min
-(their reductions; max(x, other) is elementwise and stays torch's), torch.argmax, torch.argmin
-and the Tensor methods of the same names go to the
-torch_reduce functions of the same names ("auto"), with the same arguments; every torch call passes through one Python function, which costs eager
-code a few microseconds a call, and calls made inside torch (C++) are not seen. A call the ops do
-not take (out=, named dims or tensors, a dtype outside SUPPORTED_DTYPES, a device other than
-cpu/cuda, a tensor subclass, a sparse or nested tensor, an argument the ops lack such as axis=,
-torch.sum under autocast, torch.func transforms and forward-mode AD) goes to torch unchanged.
+mode="python": a TorchFunctionMode. Each op's routes in the op table (torch.sum and x.sum,
+torch.mean and x.mean, ..., torch.linalg.vector_norm; torch.max and torch.min for their
+reductions: max(x, other) is elementwise and stays torch's) go to the torch_reduce function of
+the op's name ("auto"), with the same arguments, and so do torch.norm's vector norms (p a number
+or "fro" over at most two dims) to vector_norm; every torch call passes through one Python
+function, which costs eager code a few microseconds a call, and calls made inside torch (C++)
+are not seen. A call the ops do not take (out=, named dims or tensors, a dtype outside
+SUPPORTED_DTYPES, a device other than cpu/cuda, a tensor subclass, a sparse or nested tensor, an
+argument the ops lack such as axis=, torch.sum and the others autocast runs in float32 under
+autocast, torch.func transforms and forward-mode AD) goes to torch unchanged.
 Blocks are per thread; nested, the innermost one routes and counts. Under torch.compile, entered
 outside the compiled function, dynamo traces the routing into the graph (fullgraph=True works),
 so compiled graphs call torch_reduce's ops (which do not fuse with their neighbours), and a call
@@ -58,50 +55,21 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from . import ops
+from ._table import OPS
 
 # Named tensors, which torch 2.13 removed: where they exist, a named input falls back to torch.
 _NAMED_TENSORS = hasattr(torch.Tensor, "has_names")
 
-# The torch functions we route, by the name of the torch_reduce wrapper that takes them.
-_ROUTES = {
-    torch.sum: "sum", torch.Tensor.sum: "sum",
-    torch.mean: "mean", torch.Tensor.mean: "mean",
-    torch.amax: "amax", torch.Tensor.amax: "amax",
-    torch.amin: "amin", torch.Tensor.amin: "amin",
-    torch.var: "var", torch.Tensor.var: "var",
-    torch.std: "std", torch.Tensor.std: "std",
-    torch.var_mean: "var_mean",
-    torch.std_mean: "std_mean",
-    torch.nansum: "nansum", torch.Tensor.nansum: "nansum",
-    torch.nanmean: "nanmean", torch.Tensor.nanmean: "nanmean",
-    torch.logsumexp: "logsumexp", torch.Tensor.logsumexp: "logsumexp",
-    torch.prod: "prod", torch.Tensor.prod: "prod",
-    torch.linalg.vector_norm: "vector_norm",
-    torch.norm: "norm", torch.Tensor.norm: "norm",  # its vector cases, as vector_norm
-    torch.any: "any", torch.Tensor.any: "any",
-    torch.all: "all", torch.Tensor.all: "all",
-    torch.count_nonzero: "count_nonzero", torch.Tensor.count_nonzero: "count_nonzero",
-    torch.aminmax: "aminmax", torch.Tensor.aminmax: "aminmax",
-    torch.max: "max", torch.Tensor.max: "max",
-    torch.min: "min", torch.Tensor.min: "min",
-    torch.argmax: "argmax", torch.Tensor.argmax: "argmax",
-    torch.argmin: "argmin", torch.Tensor.argmin: "argmin",
-}
-# Each wrapper's positional parameters (as torch's function has them) and its keyword-only ones;
+# The torch functions we route, by the name of the torch_reduce wrapper that takes them: each op's
+# routes, and torch.norm's, whose vector norms are vector_norm's.
+_ROUTES = {route: op.name for op in OPS for route in op.routes}
+_ROUTES.update({torch.norm: "norm", torch.Tensor.norm: "norm"})
+# Each name's positional parameters (as torch's function has them) and its keyword-only ones;
 # both go to the wrapper by name.
-_REDUCE = (("input", "dim", "keepdim"), ())
-_STATS = (("input", "dim", "unbiased", "keepdim"), ("correction",))
-_SIGNATURES = {
-    "sum": (_REDUCE[0], ("dtype",)), "mean": (_REDUCE[0], ("dtype",)), "amax": _REDUCE, "amin": _REDUCE,
-    "var": _STATS, "std": _STATS, "var_mean": _STATS, "std_mean": _STATS,
-    "nansum": (_REDUCE[0], ("dtype",)), "nanmean": (_REDUCE[0], ("dtype",)), "logsumexp": _REDUCE,
-    "prod": (_REDUCE[0], ("dtype",)), "vector_norm": (("input", "ord", "dim", "keepdim"), ("dtype",)),
-    "norm": (("input", "p", "dim", "keepdim", "out", "dtype"), ()),
-    "any": _REDUCE, "all": _REDUCE, "count_nonzero": (("input", "dim"), ()), "aminmax": (("input",), ("dim", "keepdim")),
-    "max": _REDUCE, "min": _REDUCE, "argmax": _REDUCE, "argmin": _REDUCE,
-}
+_SIGNATURES = {op.name: (op.positional, op.keyword_only) for op in OPS}
+_SIGNATURES["norm"] = (("input", "p", "dim", "keepdim", "out", "dtype"), ())
 # Autocast may run these in float32 (CUDA's does for aten::sum); a custom op gets no such cast.
-_AUTOCAST_FP32 = frozenset({"sum", "logsumexp", "prod", "vector_norm", "norm"})
+_AUTOCAST_FP32 = frozenset([op.name for op in OPS if op.autocast_fp32] + ["norm"])
 
 # The active overrides of this thread, innermost last (torch's mode stack is per thread too).
 _local = threading.local()
