@@ -359,6 +359,31 @@ def test_transposed_columns_of_a_few_elements_along_the_result():
                 check_op_kinds(x, 3, rows, where)
 
 
+@pytest.mark.parametrize("device", DEVICES)
+def test_maps_and_short_rows_of_every_op_kind(device):
+    # Maps (a size-1 reduced dim) with short inner runs through permuted outer runs: on the CPU
+    # a block of outer indexes a store, the run that continues the results as the fastest digit
+    # (reduce_map). Short rows (1-16 elements, contiguous or strided) in counts off multiples of
+    # four (the CPU takes them four at a time). Every op kind against torch, aminmax too:
+    # integers, extrema and positions exact (ties among int8's values), float sums and var
+    # against float64 (var of one element: NaN, as torch's).
+    gen, seed = fresh_generator(device)
+    layouts = [((3072, 3, 1, 3), (1, 0, 3, 2), 3), ((37, 5, 1, 7), (1, 0, 3, 2), 3), ((2, 41, 1, 3), (3, 1, 0, 2), 1),
+               ((9, 1, 5), (2, 1, 0), 1)]
+    for rows in (1, 3, 67, 130):
+        for width in (1, 2, 3, 5, 8, 12, 16):
+            layouts += [((rows, width), (0, 1), 1), ((width, rows), (1, 0), 1)]
+    for shape, order, dim in layouts:
+        base = torch.randn(*shape, generator=gen, device=device).mul(20)
+        n = shape[order[dim]]
+        for dtype in (torch.float32, torch.bfloat16, torch.int8):
+            x = base.to(dtype).permute(*order)
+            where = (shape, order, dim, dtype, seed)
+            check_op_kinds(x, dim, n, where, equal_nan=True)
+            got, want = torch_reduce.aminmax(x, dim=dim), torch.aminmax(x, dim=dim)
+            assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1]), where
+
+
 @cuda_only
 def test_tuning_line_from_the_environment():
     # TREDUCE_TUNING changes the planner's table for the process (trials without a rebuild); a
