@@ -108,74 +108,79 @@ void count_out_arg(ReduceOp op) {
   g_counts[static_cast<int>(op)][static_cast<int>(Outcome::OutArg)].fetch_add(1, std::memory_order_relaxed);
 }
 
-// torch's own kernels of one device, called directly: the fallback of every call we leave.
+// torch's own kernels of one device, called directly: the fallback of every call we leave. One
+// row a kernel, X(field, function, type), NS being the device's namespace of direct calls
+// (at::cpu, at::cuda): the table's fields and each device's filling come from it, by name.
+// at::cpu::sum and the rest are overloaded; the field's type picks the overload.
 using Dims = at::OptionalIntArrayRef;
 using DtypeArg = std::optional<at::ScalarType>;
 using Correction = std::optional<at::Scalar>;
+using OptDim = std::optional<int64_t>;
+using Pair = std::tuple<at::Tensor, at::Tensor>;
+using OutPair = std::tuple<at::Tensor&, at::Tensor&>;
+#define TREDUCE_TORCH_FNS(X, NS)                                                                             \
+  X(sum, NS::sum, at::Tensor(const at::Tensor&, Dims, bool, DtypeArg))                                       \
+  X(sum_out, NS::sum_out, at::Tensor&(at::Tensor&, const at::Tensor&, Dims, bool, DtypeArg))                 \
+  X(mean, NS::mean, at::Tensor(const at::Tensor&, Dims, bool, DtypeArg))                                     \
+  X(mean_out, NS::mean_out, at::Tensor&(at::Tensor&, const at::Tensor&, Dims, bool, DtypeArg))               \
+  X(amax, NS::amax, at::Tensor(const at::Tensor&, at::IntArrayRef, bool))                                    \
+  X(amax_out, NS::amax_out, at::Tensor&(at::Tensor&, const at::Tensor&, at::IntArrayRef, bool))              \
+  X(amin, NS::amin, at::Tensor(const at::Tensor&, at::IntArrayRef, bool))                                    \
+  X(amin_out, NS::amin_out, at::Tensor&(at::Tensor&, const at::Tensor&, at::IntArrayRef, bool))              \
+  X(var, NS::var, at::Tensor(const at::Tensor&, Dims, const Correction&, bool))                              \
+  X(var_out, NS::var_out, at::Tensor&(at::Tensor&, const at::Tensor&, Dims, const Correction&, bool))        \
+  X(std, NS::std, at::Tensor(const at::Tensor&, Dims, const Correction&, bool))                              \
+  X(std_out, NS::std_out, at::Tensor&(at::Tensor&, const at::Tensor&, Dims, const Correction&, bool))        \
+  X(var_mean, NS::var_mean, Pair(const at::Tensor&, Dims, const Correction&, bool))                          \
+  X(std_mean, NS::std_mean, Pair(const at::Tensor&, Dims, const Correction&, bool))                          \
+  X(nansum, NS::nansum, at::Tensor(const at::Tensor&, Dims, bool, DtypeArg))                                 \
+  X(nansum_out, NS::nansum_out, at::Tensor&(at::Tensor&, const at::Tensor&, Dims, bool, DtypeArg))           \
+  /* logsumexp: torch's composite, on every device */                                                        \
+  X(logsumexp, at::compositeexplicitautograd::logsumexp,                                                     \
+    at::Tensor(const at::Tensor&, at::IntArrayRef, bool))                                                    \
+  X(prod, NS::prod, at::Tensor(const at::Tensor&, DtypeArg))                                                 \
+  X(prod_dim, NS::prod, at::Tensor(const at::Tensor&, int64_t, bool, DtypeArg))                              \
+  X(prod_out, NS::prod_out, at::Tensor&(at::Tensor&, const at::Tensor&, int64_t, bool, DtypeArg))            \
+  X(vector_norm, NS::linalg_vector_norm,                                                                     \
+    at::Tensor(const at::Tensor&, const at::Scalar&, Dims, bool, DtypeArg))                                  \
+  X(vector_norm_out, NS::linalg_vector_norm_out,                                                             \
+    at::Tensor&(at::Tensor&, const at::Tensor&, const at::Scalar&, Dims, bool, DtypeArg))                    \
+  /* any and all: every dim, one dim, a list of dims; and their out= forms */                                \
+  X(any, NS::any, at::Tensor(const at::Tensor&))                                                             \
+  X(any_dim, NS::any, at::Tensor(const at::Tensor&, int64_t, bool))                                          \
+  X(any_dims, NS::any, at::Tensor(const at::Tensor&, Dims, bool))                                            \
+  X(any_out, NS::any_out, at::Tensor&(at::Tensor&, const at::Tensor&))                                       \
+  X(any_dim_out, NS::any_out, at::Tensor&(at::Tensor&, const at::Tensor&, int64_t, bool))                    \
+  X(any_dims_out, NS::any_out, at::Tensor&(at::Tensor&, const at::Tensor&, Dims, bool))                      \
+  X(all, NS::all, at::Tensor(const at::Tensor&))                                                             \
+  X(all_dim, NS::all, at::Tensor(const at::Tensor&, int64_t, bool))                                          \
+  X(all_dims, NS::all, at::Tensor(const at::Tensor&, Dims, bool))                                            \
+  X(all_out, NS::all_out, at::Tensor&(at::Tensor&, const at::Tensor&))                                       \
+  X(all_dim_out, NS::all_out, at::Tensor&(at::Tensor&, const at::Tensor&, int64_t, bool))                    \
+  X(all_dims_out, NS::all_out, at::Tensor&(at::Tensor&, const at::Tensor&, Dims, bool))                      \
+  X(count_nonzero, NS::count_nonzero, at::Tensor(const at::Tensor&, at::IntArrayRef))                        \
+  X(aminmax, NS::aminmax, Pair(const at::Tensor&, OptDim, bool))                                             \
+  X(aminmax_out, NS::aminmax_out, OutPair(at::Tensor&, at::Tensor&, const at::Tensor&, OptDim, bool))        \
+  /* max and min of every dim and over a dim (values, indices), argmax, argmin; out= forms */                \
+  X(max_all, NS::max, at::Tensor(const at::Tensor&))                                                         \
+  X(min_all, NS::min, at::Tensor(const at::Tensor&))                                                         \
+  X(max_dim, NS::max, Pair(const at::Tensor&, int64_t, bool))                                                \
+  X(min_dim, NS::min, Pair(const at::Tensor&, int64_t, bool))                                                \
+  X(max_dim_out, NS::max_out, OutPair(at::Tensor&, at::Tensor&, const at::Tensor&, int64_t, bool))           \
+  X(min_dim_out, NS::min_out, OutPair(at::Tensor&, at::Tensor&, const at::Tensor&, int64_t, bool))           \
+  X(argmax, NS::argmax, at::Tensor(const at::Tensor&, OptDim, bool))                                         \
+  X(argmin, NS::argmin, at::Tensor(const at::Tensor&, OptDim, bool))                                         \
+  X(argmax_out, NS::argmax_out, at::Tensor&(at::Tensor&, const at::Tensor&, OptDim, bool))                   \
+  X(argmin_out, NS::argmin_out, at::Tensor&(at::Tensor&, const at::Tensor&, OptDim, bool))
+
 struct TorchKernels {
-  at::Tensor (*sum)(const at::Tensor&, Dims, bool, DtypeArg);
-  at::Tensor (*mean)(const at::Tensor&, Dims, bool, DtypeArg);
-  at::Tensor (*amax)(const at::Tensor&, at::IntArrayRef, bool);
-  at::Tensor (*amin)(const at::Tensor&, at::IntArrayRef, bool);
-  at::Tensor& (*sum_out)(at::Tensor&, const at::Tensor&, Dims, bool, DtypeArg);
-  at::Tensor& (*mean_out)(at::Tensor&, const at::Tensor&, Dims, bool, DtypeArg);
-  at::Tensor& (*amax_out)(at::Tensor&, const at::Tensor&, at::IntArrayRef, bool);
-  at::Tensor& (*amin_out)(at::Tensor&, const at::Tensor&, at::IntArrayRef, bool);
-  at::Tensor (*var)(const at::Tensor&, Dims, const Correction&, bool);
-  at::Tensor (*std)(const at::Tensor&, Dims, const Correction&, bool);
-  std::tuple<at::Tensor, at::Tensor> (*var_mean)(const at::Tensor&, Dims, const Correction&, bool);
-  std::tuple<at::Tensor, at::Tensor> (*std_mean)(const at::Tensor&, Dims, const Correction&, bool);
-  at::Tensor& (*var_out)(at::Tensor&, const at::Tensor&, Dims, const Correction&, bool);
-  at::Tensor& (*std_out)(at::Tensor&, const at::Tensor&, Dims, const Correction&, bool);
-  at::Tensor (*nansum)(const at::Tensor&, Dims, bool, DtypeArg);
-  at::Tensor& (*nansum_out)(at::Tensor&, const at::Tensor&, Dims, bool, DtypeArg);
-  at::Tensor (*logsumexp)(const at::Tensor&, at::IntArrayRef, bool);  // torch's composite, any device
-  at::Tensor (*prod)(const at::Tensor&, DtypeArg);
-  at::Tensor (*prod_dim)(const at::Tensor&, int64_t, bool, DtypeArg);
-  at::Tensor& (*prod_out)(at::Tensor&, const at::Tensor&, int64_t, bool, DtypeArg);
-  at::Tensor (*vector_norm)(const at::Tensor&, const at::Scalar&, Dims, bool, DtypeArg);
-  at::Tensor& (*vector_norm_out)(at::Tensor&, const at::Tensor&, const at::Scalar&, Dims, bool, DtypeArg);
-  // any and all: every dim, one dim, a list of dims; and their out= forms.
-  at::Tensor (*any)(const at::Tensor&);
-  at::Tensor (*any_dim)(const at::Tensor&, int64_t, bool);
-  at::Tensor (*any_dims)(const at::Tensor&, Dims, bool);
-  at::Tensor (*all)(const at::Tensor&);
-  at::Tensor (*all_dim)(const at::Tensor&, int64_t, bool);
-  at::Tensor (*all_dims)(const at::Tensor&, Dims, bool);
-  at::Tensor& (*any_out)(at::Tensor&, const at::Tensor&);
-  at::Tensor& (*any_dim_out)(at::Tensor&, const at::Tensor&, int64_t, bool);
-  at::Tensor& (*any_dims_out)(at::Tensor&, const at::Tensor&, Dims, bool);
-  at::Tensor& (*all_out)(at::Tensor&, const at::Tensor&);
-  at::Tensor& (*all_dim_out)(at::Tensor&, const at::Tensor&, int64_t, bool);
-  at::Tensor& (*all_dims_out)(at::Tensor&, const at::Tensor&, Dims, bool);
-  at::Tensor (*count_nonzero)(const at::Tensor&, at::IntArrayRef);
-  std::tuple<at::Tensor, at::Tensor> (*aminmax)(const at::Tensor&, std::optional<int64_t>, bool);
-  std::tuple<at::Tensor&, at::Tensor&> (*aminmax_out)(at::Tensor&, at::Tensor&, const at::Tensor&,
-                                                       std::optional<int64_t>, bool);
-  // max and min of every dim and over a dim (values, indices), argmax, argmin; out= forms.
-  at::Tensor (*max_all)(const at::Tensor&);
-  at::Tensor (*min_all)(const at::Tensor&);
-  std::tuple<at::Tensor, at::Tensor> (*max_dim)(const at::Tensor&, int64_t, bool);
-  std::tuple<at::Tensor, at::Tensor> (*min_dim)(const at::Tensor&, int64_t, bool);
-  std::tuple<at::Tensor&, at::Tensor&> (*max_dim_out)(at::Tensor&, at::Tensor&, const at::Tensor&, int64_t, bool);
-  std::tuple<at::Tensor&, at::Tensor&> (*min_dim_out)(at::Tensor&, at::Tensor&, const at::Tensor&, int64_t, bool);
-  at::Tensor (*argmax)(const at::Tensor&, std::optional<int64_t>, bool);
-  at::Tensor (*argmin)(const at::Tensor&, std::optional<int64_t>, bool);
-  at::Tensor& (*argmax_out)(at::Tensor&, const at::Tensor&, std::optional<int64_t>, bool);
-  at::Tensor& (*argmin_out)(at::Tensor&, const at::Tensor&, std::optional<int64_t>, bool);
+#define TREDUCE_TORCH_FIELD(field, fn, type) std::add_pointer_t<type> field = nullptr;
+  TREDUCE_TORCH_FNS(TREDUCE_TORCH_FIELD, NS)  // (a field needs no namespace)
+#undef TREDUCE_TORCH_FIELD
 };
-// One device's table, from its namespace of direct calls (at::cpu, at::cuda).
-#define TREDUCE_TORCH_KERNELS(NS)                                                                    \
-  TorchKernels {                                                                                     \
-    &NS::sum, &NS::mean, &NS::amax, &NS::amin, &NS::sum_out, &NS::mean_out, &NS::amax_out,          \
-        &NS::amin_out, &NS::var, &NS::std, &NS::var_mean, &NS::std_mean, &NS::var_out, &NS::std_out,  \
-        &NS::nansum, &NS::nansum_out, &at::compositeexplicitautograd::logsumexp, &NS::prod, &NS::prod,  \
-        &NS::prod_out, &NS::linalg_vector_norm, &NS::linalg_vector_norm_out, &NS::any, &NS::any,      \
-        &NS::any, &NS::all, &NS::all, &NS::all, &NS::any_out, &NS::any_out, &NS::any_out, &NS::all_out, \
-        &NS::all_out, &NS::all_out, &NS::count_nonzero, &NS::aminmax, &NS::aminmax_out, &NS::max,       \
-        &NS::min, &NS::max, &NS::min, &NS::max_out, &NS::min_out, &NS::argmax, &NS::argmin,             \
-        &NS::argmax_out, &NS::argmin_out                                                                \
-  }
+// One device's table, filled field by field from its namespace of direct calls.
+#define TREDUCE_TORCH_SET(field, fn, type) k.field = &fn;
+#define TREDUCE_TORCH_KERNELS(NS) [] { TorchKernels k; TREDUCE_TORCH_FNS(TREDUCE_TORCH_SET, NS) return k; }()
 
 struct Cpu {
   static constexpr c10::DispatchKey kKey = c10::DispatchKey::CPU;
@@ -197,286 +202,202 @@ struct Cuda {
 };
 #endif
 
-// The aten overloads, one kernel each per device. aten::sum and aten::mean without dims are
-// torch's composites over the dim overloads (IntArrayRef{}: every dim).
+// out=: torch's kernel, counted (writing into a caller's tensor, with its resizing and dtype
+// rules, is not what the ops do). torch_out<T, op, &TorchKernels::x_out> is that kernel on device
+// T: torch's x_out takes the outs (one or two) first, aten's schema last, so its parameters are
+// x_out's with the outs moved to the end.
+template <class F>
+using TorchField = F* TorchKernels::*;
+template <class T, ReduceOp op, auto field, class = decltype(field)>
+struct TorchOut;
+template <class T, ReduceOp op, auto field, class... A>
+struct TorchOut<T, op, field, TorchField<at::Tensor&(at::Tensor&, const at::Tensor&, A...)>> {
+  static at::Tensor& kernel(const at::Tensor& self, A... a, at::Tensor& out) {
+    count_out_arg(op);
+    return (T::torch().*field)(out, self, a...);
+  }
+};
+template <class T, ReduceOp op, auto field, class... A>
+struct TorchOut<T, op, field, TorchField<OutPair(at::Tensor&, at::Tensor&, const at::Tensor&, A...)>> {
+  static OutPair kernel(const at::Tensor& self, A... a, at::Tensor& out1, at::Tensor& out2) {
+    count_out_arg(op);
+    return (T::torch().*field)(out1, out2, self, a...);
+  }
+};
+template <class T, ReduceOp op, auto field>
+constexpr auto torch_out = &TorchOut<T, op, field>::kernel;
+
+// The aten overloads of device T, one row each: the schema's name and its kernel, whose
+// parameters are exactly the schema's. take() counts the call under its op and says whether
+// torch_reduce takes it: then our kernel (T::ours()), else torch's (T::torch()). A new overload
+// is a row here (and a row of TREDUCE_TORCH_FNS if its fallback is a torch kernel not yet there).
+
+// The sums and the statistics. aten::sum and aten::mean without dims are torch's composites over
+// the dim overloads (IntArrayRef{}: every dim); the statistics are aten's correction overloads
+// (var(x, unbiased) and var.dim are torch's composites over them).
 template <class T>
-struct AtenKernels {
-  static at::Tensor sum(const at::Tensor& self, std::optional<at::ScalarType> dtype) {
-    if (take(ReduceOp::Sum, self, dtype)) return T::ours().sum(self, "auto", std::nullopt, false, dtype);
-    return T::torch().sum(self, at::IntArrayRef{}, false, dtype);
-  }
-  static at::Tensor sum_dim(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
-                            std::optional<at::ScalarType> dtype) {
-    if (take(ReduceOp::Sum, self, dtype)) return T::ours().sum(self, "auto", dim, keepdim, dtype);
-    return T::torch().sum(self, dim, keepdim, dtype);
-  }
-  static at::Tensor mean(const at::Tensor& self, std::optional<at::ScalarType> dtype) {
-    if (take(ReduceOp::Mean, self, dtype)) return T::ours().mean(self, "auto", std::nullopt, false, dtype);
-    return T::torch().mean(self, at::IntArrayRef{}, false, dtype);
-  }
-  static at::Tensor mean_dim(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
-                             std::optional<at::ScalarType> dtype) {
-    if (take(ReduceOp::Mean, self, dtype)) return T::ours().mean(self, "auto", dim, keepdim, dtype);
-    return T::torch().mean(self, dim, keepdim, dtype);
-  }
-  static at::Tensor amax(const at::Tensor& self, at::IntArrayRef dim, bool keepdim) {
-    if (take(ReduceOp::Max, self, std::nullopt)) return T::ours().amax(self, "auto", dim, keepdim);
-    return T::torch().amax(self, dim, keepdim);
-  }
-  static at::Tensor amin(const at::Tensor& self, at::IntArrayRef dim, bool keepdim) {
-    if (take(ReduceOp::Min, self, std::nullopt)) return T::ours().amin(self, "auto", dim, keepdim);
-    return T::torch().amin(self, dim, keepdim);
-  }
-  // The statistics: aten's correction overloads (var(x, unbiased) and var.dim are torch's
-  // composites over them).
-  static at::Tensor var(const at::Tensor& self, Dims dim, const Correction& correction, bool keepdim) {
-    if (take(ReduceOp::Var, self, std::nullopt)) return T::ours().var(self, dim, correction, keepdim);
-    return T::torch().var(self, dim, correction, keepdim);
-  }
-  static at::Tensor std(const at::Tensor& self, Dims dim, const Correction& correction, bool keepdim) {
-    if (take(ReduceOp::Std, self, std::nullopt)) return T::ours().std(self, dim, correction, keepdim);
-    return T::torch().std(self, dim, correction, keepdim);
-  }
-  static std::tuple<at::Tensor, at::Tensor> var_mean(const at::Tensor& self, Dims dim, const Correction& correction,
-                                                     bool keepdim) {
-    if (take(ReduceOp::VarMean, self, std::nullopt)) return T::ours().var_mean(self, dim, correction, keepdim);
-    return T::torch().var_mean(self, dim, correction, keepdim);
-  }
-  static std::tuple<at::Tensor, at::Tensor> std_mean(const at::Tensor& self, Dims dim, const Correction& correction,
-                                                     bool keepdim) {
-    if (take(ReduceOp::StdMean, self, std::nullopt)) return T::ours().std_mean(self, dim, correction, keepdim);
-    return T::torch().std_mean(self, dim, correction, keepdim);
-  }
-  static at::Tensor& var_out(const at::Tensor& self, Dims dim, const Correction& correction, bool keepdim,
-                             at::Tensor& out) {
-    count_out_arg(ReduceOp::Var);
-    return T::torch().var_out(out, self, dim, correction, keepdim);
-  }
-  static at::Tensor& std_out(const at::Tensor& self, Dims dim, const Correction& correction, bool keepdim,
-                             at::Tensor& out) {
-    count_out_arg(ReduceOp::Std);
-    return T::torch().std_out(out, self, dim, correction, keepdim);
-  }
-  static at::Tensor nansum(const at::Tensor& self, Dims dim, bool keepdim, DtypeArg dtype) {
-    if (take(ReduceOp::NanSum, self, dtype)) return T::ours().nansum(self, dim, keepdim, dtype);
-    return T::torch().nansum(self, dim, keepdim, dtype);
-  }
-  static at::Tensor logsumexp(const at::Tensor& self, at::IntArrayRef dim, bool keepdim) {
-    if (take(ReduceOp::LogSumExp, self, std::nullopt)) return T::ours().logsumexp(self, dim, keepdim);
-    return T::torch().logsumexp(self, dim, keepdim);
-  }
-  static at::Tensor& nansum_out(const at::Tensor& self, Dims dim, bool keepdim, DtypeArg dtype, at::Tensor& out) {
-    count_out_arg(ReduceOp::NanSum);
-    return T::torch().nansum_out(out, self, dim, keepdim, dtype);
-  }
-  static at::Tensor prod(const at::Tensor& self, DtypeArg dtype) {
-    if (take(ReduceOp::Prod, self, dtype)) return T::ours().prod(self, std::nullopt, false, dtype);
-    return T::torch().prod(self, dtype);
-  }
-  static at::Tensor prod_dim(const at::Tensor& self, int64_t dim, bool keepdim, DtypeArg dtype) {
-    if (take(ReduceOp::Prod, self, dtype)) return T::ours().prod(self, dim, keepdim, dtype);
-    return T::torch().prod_dim(self, dim, keepdim, dtype);
-  }
-  static at::Tensor& prod_out(const at::Tensor& self, int64_t dim, bool keepdim, DtypeArg dtype, at::Tensor& out) {
-    count_out_arg(ReduceOp::Prod);
-    return T::torch().prod_out(out, self, dim, keepdim, dtype);
-  }
-  static at::Tensor vector_norm(const at::Tensor& self, const at::Scalar& ord, Dims dim, bool keepdim,
-                                DtypeArg dtype) {
-    if (take(ReduceOp::Norm, self, dtype)) return T::ours().vector_norm(self, ord, dim, keepdim, dtype);
-    return T::torch().vector_norm(self, ord, dim, keepdim, dtype);
-  }
-  static at::Tensor& vector_norm_out(const at::Tensor& self, const at::Scalar& ord, Dims dim, bool keepdim,
-                                     DtypeArg dtype, at::Tensor& out) {
-    count_out_arg(ReduceOp::Norm);
-    return T::torch().vector_norm_out(out, self, ord, dim, keepdim, dtype);
-  }
-  // any and all: aten's three overloads (every dim, one dim, a list) into our one.
-  static at::Tensor any(const at::Tensor& self) {
-    if (take(ReduceOp::Any, self, std::nullopt)) return T::ours().any(self, std::nullopt, false);
-    return T::torch().any(self);
-  }
-  static at::Tensor any_dim(const at::Tensor& self, int64_t dim, bool keepdim) {
-    if (take(ReduceOp::Any, self, std::nullopt)) return T::ours().any(self, at::IntArrayRef(dim), keepdim);
-    return T::torch().any_dim(self, dim, keepdim);
-  }
-  static at::Tensor any_dims(const at::Tensor& self, Dims dim, bool keepdim) {
-    if (take(ReduceOp::Any, self, std::nullopt)) return T::ours().any(self, dim, keepdim);
-    return T::torch().any_dims(self, dim, keepdim);
-  }
-  static at::Tensor all(const at::Tensor& self) {
-    if (take(ReduceOp::All, self, std::nullopt)) return T::ours().all(self, std::nullopt, false);
-    return T::torch().all(self);
-  }
-  static at::Tensor all_dim(const at::Tensor& self, int64_t dim, bool keepdim) {
-    if (take(ReduceOp::All, self, std::nullopt)) return T::ours().all(self, at::IntArrayRef(dim), keepdim);
-    return T::torch().all_dim(self, dim, keepdim);
-  }
-  static at::Tensor all_dims(const at::Tensor& self, Dims dim, bool keepdim) {
-    if (take(ReduceOp::All, self, std::nullopt)) return T::ours().all(self, dim, keepdim);
-    return T::torch().all_dims(self, dim, keepdim);
-  }
-  static at::Tensor& any_out(const at::Tensor& self, at::Tensor& out) {
-    count_out_arg(ReduceOp::Any);
-    return T::torch().any_out(out, self);
-  }
-  static at::Tensor& any_dim_out(const at::Tensor& self, int64_t dim, bool keepdim, at::Tensor& out) {
-    count_out_arg(ReduceOp::Any);
-    return T::torch().any_dim_out(out, self, dim, keepdim);
-  }
-  static at::Tensor& any_dims_out(const at::Tensor& self, Dims dim, bool keepdim, at::Tensor& out) {
-    count_out_arg(ReduceOp::Any);
-    return T::torch().any_dims_out(out, self, dim, keepdim);
-  }
-  static at::Tensor& all_out(const at::Tensor& self, at::Tensor& out) {
-    count_out_arg(ReduceOp::All);
-    return T::torch().all_out(out, self);
-  }
-  static at::Tensor& all_dim_out(const at::Tensor& self, int64_t dim, bool keepdim, at::Tensor& out) {
-    count_out_arg(ReduceOp::All);
-    return T::torch().all_dim_out(out, self, dim, keepdim);
-  }
-  static at::Tensor& all_dims_out(const at::Tensor& self, Dims dim, bool keepdim, at::Tensor& out) {
-    count_out_arg(ReduceOp::All);
-    return T::torch().all_dims_out(out, self, dim, keepdim);
-  }
-  // count_nonzero(x, dim=None) is torch's composite over this one.
-  static at::Tensor count_nonzero(const at::Tensor& self, at::IntArrayRef dim) {
-    if (take(ReduceOp::CountNonzero, self, std::nullopt)) return T::ours().count_nonzero(self, dim);
-    return T::torch().count_nonzero(self, dim);
-  }
-  static std::tuple<at::Tensor, at::Tensor> aminmax(const at::Tensor& self, std::optional<int64_t> dim, bool keepdim) {
-    if (take(ReduceOp::AMinMax, self, std::nullopt)) return T::ours().aminmax(self, dim, keepdim);
-    return T::torch().aminmax(self, dim, keepdim);
-  }
-  static std::tuple<at::Tensor&, at::Tensor&> aminmax_out(const at::Tensor& self, std::optional<int64_t> dim,
-                                                          bool keepdim, at::Tensor& min, at::Tensor& max) {
-    count_out_arg(ReduceOp::AMinMax);
-    return T::torch().aminmax_out(min, max, self, dim, keepdim);
-  }
-  // max and min of every dim are amax and amin (with torch's error for no elements); over a dim,
-  // values and indices.
-  static at::Tensor max_all(const at::Tensor& self) {
+void impl_sums(torch::Library& m) {
+  m.impl("sum", +[](const at::Tensor& self, DtypeArg dtype) {
+    return take(ReduceOp::Sum, self, dtype) ? T::ours().sum(self, "auto", std::nullopt, false, dtype)
+                                            : T::torch().sum(self, at::IntArrayRef{}, false, dtype);
+  });
+  m.impl("sum.dim_IntList", +[](const at::Tensor& self, Dims dim, bool keepdim, DtypeArg dtype) {
+    return take(ReduceOp::Sum, self, dtype) ? T::ours().sum(self, "auto", dim, keepdim, dtype)
+                                            : T::torch().sum(self, dim, keepdim, dtype);
+  });
+  m.impl("sum.IntList_out", torch_out<T, ReduceOp::Sum, &TorchKernels::sum_out>);
+  m.impl("mean", +[](const at::Tensor& self, DtypeArg dtype) {
+    return take(ReduceOp::Mean, self, dtype) ? T::ours().mean(self, "auto", std::nullopt, false, dtype)
+                                             : T::torch().mean(self, at::IntArrayRef{}, false, dtype);
+  });
+  m.impl("mean.dim", +[](const at::Tensor& self, Dims dim, bool keepdim, DtypeArg dtype) {
+    return take(ReduceOp::Mean, self, dtype) ? T::ours().mean(self, "auto", dim, keepdim, dtype)
+                                             : T::torch().mean(self, dim, keepdim, dtype);
+  });
+  m.impl("mean.out", torch_out<T, ReduceOp::Mean, &TorchKernels::mean_out>);
+  m.impl("var.correction", +[](const at::Tensor& self, Dims dim, const Correction& correction, bool keepdim) {
+    return take(ReduceOp::Var, self, std::nullopt) ? T::ours().var(self, dim, correction, keepdim)
+                                                   : T::torch().var(self, dim, correction, keepdim);
+  });
+  m.impl("var.correction_out", torch_out<T, ReduceOp::Var, &TorchKernels::var_out>);
+  m.impl("std.correction", +[](const at::Tensor& self, Dims dim, const Correction& correction, bool keepdim) {
+    return take(ReduceOp::Std, self, std::nullopt) ? T::ours().std(self, dim, correction, keepdim)
+                                                   : T::torch().std(self, dim, correction, keepdim);
+  });
+  m.impl("std.correction_out", torch_out<T, ReduceOp::Std, &TorchKernels::std_out>);
+  m.impl("var_mean.correction", +[](const at::Tensor& self, Dims dim, const Correction& correction, bool keepdim) {
+    return take(ReduceOp::VarMean, self, std::nullopt) ? T::ours().var_mean(self, dim, correction, keepdim)
+                                                       : T::torch().var_mean(self, dim, correction, keepdim);
+  });
+  m.impl("std_mean.correction", +[](const at::Tensor& self, Dims dim, const Correction& correction, bool keepdim) {
+    return take(ReduceOp::StdMean, self, std::nullopt) ? T::ours().std_mean(self, dim, correction, keepdim)
+                                                       : T::torch().std_mean(self, dim, correction, keepdim);
+  });
+  m.impl("nansum", +[](const at::Tensor& self, Dims dim, bool keepdim, DtypeArg dtype) {
+    return take(ReduceOp::NanSum, self, dtype) ? T::ours().nansum(self, dim, keepdim, dtype)
+                                               : T::torch().nansum(self, dim, keepdim, dtype);
+  });
+  m.impl("nansum.out", torch_out<T, ReduceOp::NanSum, &TorchKernels::nansum_out>);
+  m.impl("logsumexp", +[](const at::Tensor& self, at::IntArrayRef dim, bool keepdim) {
+    return take(ReduceOp::LogSumExp, self, std::nullopt) ? T::ours().logsumexp(self, dim, keepdim)
+                                                         : T::torch().logsumexp(self, dim, keepdim);
+  });
+  m.impl("prod", +[](const at::Tensor& self, DtypeArg dtype) {
+    return take(ReduceOp::Prod, self, dtype) ? T::ours().prod(self, std::nullopt, false, dtype)
+                                             : T::torch().prod(self, dtype);
+  });
+  m.impl("prod.dim_int", +[](const at::Tensor& self, int64_t dim, bool keepdim, DtypeArg dtype) {
+    return take(ReduceOp::Prod, self, dtype) ? T::ours().prod(self, dim, keepdim, dtype)
+                                             : T::torch().prod_dim(self, dim, keepdim, dtype);
+  });
+  m.impl("prod.int_out", torch_out<T, ReduceOp::Prod, &TorchKernels::prod_out>);
+  m.impl("linalg_vector_norm", +[](const at::Tensor& self, const at::Scalar& ord, Dims dim, bool keepdim,
+                                   DtypeArg dtype) {
+    return take(ReduceOp::Norm, self, dtype) ? T::ours().vector_norm(self, ord, dim, keepdim, dtype)
+                                             : T::torch().vector_norm(self, ord, dim, keepdim, dtype);
+  });
+  m.impl("linalg_vector_norm.out", torch_out<T, ReduceOp::Norm, &TorchKernels::vector_norm_out>);
+}
+
+// any and all: aten's three overloads (every dim, one dim, a list) into our one. count_nonzero(x,
+// dim=None) is torch's composite over count_nonzero.dim_IntList.
+template <class T>
+void impl_logic(torch::Library& m) {
+  m.impl("any", +[](const at::Tensor& self) {
+    return take(ReduceOp::Any, self, std::nullopt) ? T::ours().any(self, std::nullopt, false) : T::torch().any(self);
+  });
+  m.impl("any.dim", +[](const at::Tensor& self, int64_t dim, bool keepdim) {
+    return take(ReduceOp::Any, self, std::nullopt) ? T::ours().any(self, at::IntArrayRef(dim), keepdim)
+                                                   : T::torch().any_dim(self, dim, keepdim);
+  });
+  m.impl("any.dims", +[](const at::Tensor& self, Dims dim, bool keepdim) {
+    return take(ReduceOp::Any, self, std::nullopt) ? T::ours().any(self, dim, keepdim)
+                                                   : T::torch().any_dims(self, dim, keepdim);
+  });
+  m.impl("any.all_out", torch_out<T, ReduceOp::Any, &TorchKernels::any_out>);
+  m.impl("any.out", torch_out<T, ReduceOp::Any, &TorchKernels::any_dim_out>);
+  m.impl("any.dims_out", torch_out<T, ReduceOp::Any, &TorchKernels::any_dims_out>);
+  m.impl("all", +[](const at::Tensor& self) {
+    return take(ReduceOp::All, self, std::nullopt) ? T::ours().all(self, std::nullopt, false) : T::torch().all(self);
+  });
+  m.impl("all.dim", +[](const at::Tensor& self, int64_t dim, bool keepdim) {
+    return take(ReduceOp::All, self, std::nullopt) ? T::ours().all(self, at::IntArrayRef(dim), keepdim)
+                                                   : T::torch().all_dim(self, dim, keepdim);
+  });
+  m.impl("all.dims", +[](const at::Tensor& self, Dims dim, bool keepdim) {
+    return take(ReduceOp::All, self, std::nullopt) ? T::ours().all(self, dim, keepdim)
+                                                   : T::torch().all_dims(self, dim, keepdim);
+  });
+  m.impl("all.all_out", torch_out<T, ReduceOp::All, &TorchKernels::all_out>);
+  m.impl("all.out", torch_out<T, ReduceOp::All, &TorchKernels::all_dim_out>);
+  m.impl("all.dims_out", torch_out<T, ReduceOp::All, &TorchKernels::all_dims_out>);
+  m.impl("count_nonzero.dim_IntList", +[](const at::Tensor& self, at::IntArrayRef dim) {
+    return take(ReduceOp::CountNonzero, self, std::nullopt) ? T::ours().count_nonzero(self, dim)
+                                                            : T::torch().count_nonzero(self, dim);
+  });
+}
+
+// The extrema. max and min of every dim are amax and amin (with torch's error for no elements);
+// over a dim, values and indices.
+template <class T>
+void impl_extrema(torch::Library& m) {
+  m.impl("amax", +[](const at::Tensor& self, at::IntArrayRef dim, bool keepdim) {
+    return take(ReduceOp::Max, self, std::nullopt) ? T::ours().amax(self, "auto", dim, keepdim)
+                                                   : T::torch().amax(self, dim, keepdim);
+  });
+  m.impl("amax.out", torch_out<T, ReduceOp::Max, &TorchKernels::amax_out>);
+  m.impl("amin", +[](const at::Tensor& self, at::IntArrayRef dim, bool keepdim) {
+    return take(ReduceOp::Min, self, std::nullopt) ? T::ours().amin(self, "auto", dim, keepdim)
+                                                   : T::torch().amin(self, dim, keepdim);
+  });
+  m.impl("amin.out", torch_out<T, ReduceOp::Min, &TorchKernels::amin_out>);
+  m.impl("aminmax", +[](const at::Tensor& self, OptDim dim, bool keepdim) {
+    return take(ReduceOp::AMinMax, self, std::nullopt) ? T::ours().aminmax(self, dim, keepdim)
+                                                       : T::torch().aminmax(self, dim, keepdim);
+  });
+  m.impl("aminmax.out", torch_out<T, ReduceOp::AMinMax, &TorchKernels::aminmax_out>);
+  m.impl("max", +[](const at::Tensor& self) {
     if (!take(ReduceOp::MaxDim, self, std::nullopt)) return T::torch().max_all(self);
     TORCH_CHECK(self.numel() > 0, "max(): Expected reduction dim to be specified for input.numel() == 0. Specify "
                 "the reduction dim with the 'dim' argument.");
     return T::ours().amax(self, "auto", std::nullopt, false);
-  }
-  static at::Tensor min_all(const at::Tensor& self) {
+  });
+  m.impl("max.dim", +[](const at::Tensor& self, int64_t dim, bool keepdim) {
+    return take(ReduceOp::MaxDim, self, std::nullopt) ? T::ours().max(self, dim, keepdim)
+                                                      : T::torch().max_dim(self, dim, keepdim);
+  });
+  m.impl("max.dim_max", torch_out<T, ReduceOp::MaxDim, &TorchKernels::max_dim_out>);
+  m.impl("min", +[](const at::Tensor& self) {
     if (!take(ReduceOp::MinDim, self, std::nullopt)) return T::torch().min_all(self);
     TORCH_CHECK(self.numel() > 0, "min(): Expected reduction dim to be specified for input.numel() == 0. Specify "
                 "the reduction dim with the 'dim' argument.");
     return T::ours().amin(self, "auto", std::nullopt, false);
-  }
-  static std::tuple<at::Tensor, at::Tensor> max_dim(const at::Tensor& self, int64_t dim, bool keepdim) {
-    if (take(ReduceOp::MaxDim, self, std::nullopt)) return T::ours().max(self, dim, keepdim);
-    return T::torch().max_dim(self, dim, keepdim);
-  }
-  static std::tuple<at::Tensor, at::Tensor> min_dim(const at::Tensor& self, int64_t dim, bool keepdim) {
-    if (take(ReduceOp::MinDim, self, std::nullopt)) return T::ours().min(self, dim, keepdim);
-    return T::torch().min_dim(self, dim, keepdim);
-  }
-  static std::tuple<at::Tensor&, at::Tensor&> max_dim_out(const at::Tensor& self, int64_t dim, bool keepdim,
-                                                          at::Tensor& values, at::Tensor& indices) {
-    count_out_arg(ReduceOp::MaxDim);
-    return T::torch().max_dim_out(values, indices, self, dim, keepdim);
-  }
-  static std::tuple<at::Tensor&, at::Tensor&> min_dim_out(const at::Tensor& self, int64_t dim, bool keepdim,
-                                                          at::Tensor& values, at::Tensor& indices) {
-    count_out_arg(ReduceOp::MinDim);
-    return T::torch().min_dim_out(values, indices, self, dim, keepdim);
-  }
-  static at::Tensor argmax(const at::Tensor& self, std::optional<int64_t> dim, bool keepdim) {
-    if (take(ReduceOp::ArgMax, self, std::nullopt)) return T::ours().argmax(self, dim, keepdim);
-    return T::torch().argmax(self, dim, keepdim);
-  }
-  static at::Tensor argmin(const at::Tensor& self, std::optional<int64_t> dim, bool keepdim) {
-    if (take(ReduceOp::ArgMin, self, std::nullopt)) return T::ours().argmin(self, dim, keepdim);
-    return T::torch().argmin(self, dim, keepdim);
-  }
-  static at::Tensor& argmax_out(const at::Tensor& self, std::optional<int64_t> dim, bool keepdim, at::Tensor& out) {
-    count_out_arg(ReduceOp::ArgMax);
-    return T::torch().argmax_out(out, self, dim, keepdim);
-  }
-  static at::Tensor& argmin_out(const at::Tensor& self, std::optional<int64_t> dim, bool keepdim, at::Tensor& out) {
-    count_out_arg(ReduceOp::ArgMin);
-    return T::torch().argmin_out(out, self, dim, keepdim);
-  }
-  // out=: torch's kernel, counted (writing into a caller's tensor, with its resizing and dtype
-  // rules, is not what the ops do).
-  static at::Tensor& sum_out(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
-                             std::optional<at::ScalarType> dtype, at::Tensor& out) {
-    count_out_arg(ReduceOp::Sum);
-    return T::torch().sum_out(out, self, dim, keepdim, dtype);
-  }
-  static at::Tensor& mean_out(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
-                              std::optional<at::ScalarType> dtype, at::Tensor& out) {
-    count_out_arg(ReduceOp::Mean);
-    return T::torch().mean_out(out, self, dim, keepdim, dtype);
-  }
-  static at::Tensor& amax_out(const at::Tensor& self, at::IntArrayRef dim, bool keepdim, at::Tensor& out) {
-    count_out_arg(ReduceOp::Max);
-    return T::torch().amax_out(out, self, dim, keepdim);
-  }
-  static at::Tensor& amin_out(const at::Tensor& self, at::IntArrayRef dim, bool keepdim, at::Tensor& out) {
-    count_out_arg(ReduceOp::Min);
-    return T::torch().amin_out(out, self, dim, keepdim);
-  }
+  });
+  m.impl("min.dim", +[](const at::Tensor& self, int64_t dim, bool keepdim) {
+    return take(ReduceOp::MinDim, self, std::nullopt) ? T::ours().min(self, dim, keepdim)
+                                                      : T::torch().min_dim(self, dim, keepdim);
+  });
+  m.impl("min.dim_min", torch_out<T, ReduceOp::MinDim, &TorchKernels::min_dim_out>);
+  m.impl("argmax", +[](const at::Tensor& self, OptDim dim, bool keepdim) {
+    return take(ReduceOp::ArgMax, self, std::nullopt) ? T::ours().argmax(self, dim, keepdim)
+                                                      : T::torch().argmax(self, dim, keepdim);
+  });
+  m.impl("argmax.out", torch_out<T, ReduceOp::ArgMax, &TorchKernels::argmax_out>);
+  m.impl("argmin", +[](const at::Tensor& self, OptDim dim, bool keepdim) {
+    return take(ReduceOp::ArgMin, self, std::nullopt) ? T::ours().argmin(self, dim, keepdim)
+                                                      : T::torch().argmin(self, dim, keepdim);
+  });
+  m.impl("argmin.out", torch_out<T, ReduceOp::ArgMin, &TorchKernels::argmin_out>);
+}
 
-  static std::unique_ptr<torch::Library> registered() {
-    auto m = std::make_unique<torch::Library>(torch::Library::IMPL, "aten", T::kKey, __FILE__, __LINE__);
-    m->impl("sum", &sum);
-    m->impl("sum.dim_IntList", &sum_dim);
-    m->impl("sum.IntList_out", &sum_out);
-    m->impl("mean", &mean);
-    m->impl("mean.dim", &mean_dim);
-    m->impl("mean.out", &mean_out);
-    m->impl("amax", &amax);
-    m->impl("amax.out", &amax_out);
-    m->impl("amin", &amin);
-    m->impl("amin.out", &amin_out);
-    m->impl("var.correction", &var);
-    m->impl("var.correction_out", &var_out);
-    m->impl("std.correction", &std);
-    m->impl("std.correction_out", &std_out);
-    m->impl("var_mean.correction", &var_mean);
-    m->impl("std_mean.correction", &std_mean);
-    m->impl("nansum", &nansum);
-    m->impl("nansum.out", &nansum_out);
-    m->impl("logsumexp", &logsumexp);
-    m->impl("prod", &prod);
-    m->impl("prod.dim_int", &prod_dim);
-    m->impl("prod.int_out", &prod_out);
-    m->impl("linalg_vector_norm", &vector_norm);
-    m->impl("linalg_vector_norm.out", &vector_norm_out);
-    m->impl("any", &any);
-    m->impl("any.dim", &any_dim);
-    m->impl("any.dims", &any_dims);
-    m->impl("any.all_out", &any_out);
-    m->impl("any.out", &any_dim_out);
-    m->impl("any.dims_out", &any_dims_out);
-    m->impl("all", &all);
-    m->impl("all.dim", &all_dim);
-    m->impl("all.dims", &all_dims);
-    m->impl("all.all_out", &all_out);
-    m->impl("all.out", &all_dim_out);
-    m->impl("all.dims_out", &all_dims_out);
-    m->impl("count_nonzero.dim_IntList", &count_nonzero);
-    m->impl("aminmax", &aminmax);
-    m->impl("aminmax.out", &aminmax_out);
-    m->impl("max", &max_all);
-    m->impl("max.dim", &max_dim);
-    m->impl("max.dim_max", &max_dim_out);
-    m->impl("min", &min_all);
-    m->impl("min.dim", &min_dim);
-    m->impl("min.dim_min", &min_dim_out);
-    m->impl("argmax", &argmax);
-    m->impl("argmax.out", &argmax_out);
-    m->impl("argmin", &argmin);
-    m->impl("argmin.out", &argmin_out);
-    return m;
-  }
-};
+template <class T>
+std::unique_ptr<torch::Library> registered() {
+  auto m = std::make_unique<torch::Library>(torch::Library::IMPL, "aten", T::kKey, __FILE__, __LINE__);
+  impl_sums<T>(*m);
+  impl_logic<T>(*m);
+  impl_extrema<T>(*m);
+  return m;
+}
 
 std::mutex g_mutex;
 int64_t g_open = 0;  // open blocks, in every thread
@@ -500,9 +421,9 @@ int64_t override_enter() {
   if (g_open == 0) {
     DropOverrideWarnings quiet(c10::WarningUtils::get_warning_handler());
     const c10::WarningUtils::WarningHandlerGuard guard(&quiet);
-    g_registrations.push_back(AtenKernels<Cpu>::registered());
+    g_registrations.push_back(registered<Cpu>());
 #ifdef TREDUCE_WITH_CUDA
-    g_registrations.push_back(AtenKernels<Cuda>::registered());
+    g_registrations.push_back(registered<Cuda>());
 #endif
   }
   return ++g_open;
