@@ -708,9 +708,14 @@ at::Tensor exact_round_result(const at::Tensor& state, at::ScalarType dtype) {
               "treduce._exact_round: expected a CPU or CUDA tensor, got one on ", state.device());
   TORCH_CHECK_TYPE(state.scalar_type() == at::kLong, "treduce._exact_round: expected an int64 state, got ",
                    c10::toString(state.scalar_type()));
-  TORCH_CHECK_VALUE(state.dim() >= 1 && state.size(-1) == kExactStateWords,
-                    "treduce._exact_round: expected a state whose last dim has ", int(kExactStateWords),
-                    " words, got shape ", state.sizes());
+  if (state.dim() < 1 || state.size(-1) != kExactStateWords) {
+    // Numbers into the message as strings, as reduced_dims' (a GCC 13 build ended here in a
+    // segmentation fault while streaming the shape's int64s, twice).
+    std::string shape = "[";
+    for (int64_t i = 0; i < state.dim(); ++i) shape += (i ? ", " : "") + std::to_string(state.size(i));
+    TORCH_CHECK_VALUE(false, "treduce._exact_round: expected a state whose last dim has " +
+                                 std::to_string(kExactStateWords) + " words, got shape " + shape + "]");
+  }
   TORCH_CHECK_TYPE(dtype == at::kHalf || dtype == at::kBFloat16 || dtype == at::kFloat || dtype == at::kDouble,
                    "treduce._exact_round: expected float16, bfloat16, float32 or float64, got ", c10::toString(dtype));
   const auto sizes = state.sizes();
