@@ -184,7 +184,7 @@ struct TorchKernels {
 
 struct Cpu {
   static constexpr c10::DispatchKey kKey = c10::DispatchKey::CPU;
-  static DeviceKernels ours() { return cpu_kernels(); }
+  static const DeviceKernels& ours() { return cpu_kernels(); }
   static const TorchKernels& torch() {
     static const TorchKernels k = TREDUCE_TORCH_KERNELS(at::cpu);
     return k;
@@ -194,7 +194,7 @@ struct Cpu {
 #ifdef TREDUCE_WITH_CUDA
 struct Cuda {
   static constexpr c10::DispatchKey kKey = c10::DispatchKey::CUDA;
-  static DeviceKernels ours() { return cuda_kernels(); }
+  static const DeviceKernels& ours() { return cuda_kernels(); }
   static const TorchKernels& torch() {
     static const TorchKernels k = TREDUCE_TORCH_KERNELS(at::cuda);
     return k;

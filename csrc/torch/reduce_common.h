@@ -144,8 +144,9 @@ struct DeviceKernels {
   TREDUCE_OPS(TREDUCE_FIELD)
 #undef TREDUCE_FIELD
 };
-DeviceKernels cpu_kernels();
-DeviceKernels cuda_kernels();  // only in a build with CUDA
+// (Built once: the override asks for them on every call it routes.)
+const DeviceKernels& cpu_kernels();
+const DeviceKernels& cuda_kernels();  // only in a build with CUDA
 
 // Registers one device's kernels as the treduce ops of its dispatch key (in the device's
 // TORCH_LIBRARY_IMPL): one list of op names for every device.

@@ -1498,30 +1498,33 @@ VariantTable cpu_variants() {
   return {cpu::kDocs, int(sizeof(cpu::kDocs) / sizeof(cpu::kDocs[0]))};
 }
 
-DeviceKernels cpu_kernels() {
-  DeviceKernels k;
-  k.sum = &cpu::sum_cpu;
-  k.mean = &cpu::mean_cpu;
-  k.amax = &cpu::extremum_cpu<true>;
-  k.amin = &cpu::extremum_cpu<false>;
-  k.var = &cpu::var_cpu<ReduceOp::Var>;
-  k.std = &cpu::var_cpu<ReduceOp::Std>;
-  k.var_mean = &cpu::var_mean_cpu<ReduceOp::VarMean>;
-  k.std_mean = &cpu::var_mean_cpu<ReduceOp::StdMean>;
-  k.nansum = &cpu::nan_cpu<ReduceOp::NanSum>;
-  k.nanmean = &cpu::nan_cpu<ReduceOp::NanMean>;
-  k.logsumexp = &cpu::logsumexp_cpu;
-  k.prod = &cpu::prod_cpu;
-  k.vector_norm = &cpu::norm_cpu;
-  k.any = &cpu::logic_cpu<ReduceOp::Any>;
-  k.all = &cpu::logic_cpu<ReduceOp::All>;
-  k.count_nonzero = &cpu::count_nonzero_cpu;
-  k.aminmax = &cpu::aminmax_cpu;
-  k.max = &cpu::max_dim_cpu<ReduceOp::MaxDim>;
-  k.min = &cpu::max_dim_cpu<ReduceOp::MinDim>;
-  k.argmax = &cpu::arg_cpu<ReduceOp::ArgMax>;
-  k.argmin = &cpu::arg_cpu<ReduceOp::ArgMin>;
-  return k;
+const DeviceKernels& cpu_kernels() {
+  static const DeviceKernels table = [] {
+    DeviceKernels k;
+    k.sum = &cpu::sum_cpu;
+    k.mean = &cpu::mean_cpu;
+    k.amax = &cpu::extremum_cpu<true>;
+    k.amin = &cpu::extremum_cpu<false>;
+    k.var = &cpu::var_cpu<ReduceOp::Var>;
+    k.std = &cpu::var_cpu<ReduceOp::Std>;
+    k.var_mean = &cpu::var_mean_cpu<ReduceOp::VarMean>;
+    k.std_mean = &cpu::var_mean_cpu<ReduceOp::StdMean>;
+    k.nansum = &cpu::nan_cpu<ReduceOp::NanSum>;
+    k.nanmean = &cpu::nan_cpu<ReduceOp::NanMean>;
+    k.logsumexp = &cpu::logsumexp_cpu;
+    k.prod = &cpu::prod_cpu;
+    k.vector_norm = &cpu::norm_cpu;
+    k.any = &cpu::logic_cpu<ReduceOp::Any>;
+    k.all = &cpu::logic_cpu<ReduceOp::All>;
+    k.count_nonzero = &cpu::count_nonzero_cpu;
+    k.aminmax = &cpu::aminmax_cpu;
+    k.max = &cpu::max_dim_cpu<ReduceOp::MaxDim>;
+    k.min = &cpu::max_dim_cpu<ReduceOp::MinDim>;
+    k.argmax = &cpu::arg_cpu<ReduceOp::ArgMax>;
+    k.argmin = &cpu::arg_cpu<ReduceOp::ArgMin>;
+    return k;
+  }();
+  return table;
 }
 
 }  // namespace treduce

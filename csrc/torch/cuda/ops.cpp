@@ -321,30 +321,33 @@ at::Tensor read_probe_cuda(const at::Tensor& self) {
 }  // namespace treduce::cuda
 
 namespace treduce {
-DeviceKernels cuda_kernels() {
-  DeviceKernels k;
-  k.sum = &cuda::sum_or_mean_cuda<ReduceOp::Sum>;
-  k.mean = &cuda::sum_or_mean_cuda<ReduceOp::Mean>;
-  k.amax = &cuda::extremum_cuda<ReduceOp::Max>;
-  k.amin = &cuda::extremum_cuda<ReduceOp::Min>;
-  k.var = &cuda::var_cuda<ReduceOp::Var>;
-  k.std = &cuda::var_cuda<ReduceOp::Std>;
-  k.var_mean = &cuda::var_mean_cuda<ReduceOp::VarMean>;
-  k.std_mean = &cuda::var_mean_cuda<ReduceOp::StdMean>;
-  k.nansum = &cuda::nan_cuda<ReduceOp::NanSum>;
-  k.nanmean = &cuda::nan_cuda<ReduceOp::NanMean>;
-  k.logsumexp = &cuda::logsumexp_cuda;
-  k.prod = &cuda::prod_cuda;
-  k.vector_norm = &cuda::norm_cuda;
-  k.any = &cuda::logic_cuda<ReduceOp::Any>;
-  k.all = &cuda::logic_cuda<ReduceOp::All>;
-  k.count_nonzero = &cuda::count_nonzero_cuda;
-  k.aminmax = &cuda::aminmax_cuda;
-  k.max = &cuda::max_dim_cuda<ReduceOp::MaxDim>;
-  k.min = &cuda::max_dim_cuda<ReduceOp::MinDim>;
-  k.argmax = &cuda::arg_cuda<ReduceOp::ArgMax>;
-  k.argmin = &cuda::arg_cuda<ReduceOp::ArgMin>;
-  return k;
+const DeviceKernels& cuda_kernels() {
+  static const DeviceKernels table = [] {
+    DeviceKernels k;
+    k.sum = &cuda::sum_or_mean_cuda<ReduceOp::Sum>;
+    k.mean = &cuda::sum_or_mean_cuda<ReduceOp::Mean>;
+    k.amax = &cuda::extremum_cuda<ReduceOp::Max>;
+    k.amin = &cuda::extremum_cuda<ReduceOp::Min>;
+    k.var = &cuda::var_cuda<ReduceOp::Var>;
+    k.std = &cuda::var_cuda<ReduceOp::Std>;
+    k.var_mean = &cuda::var_mean_cuda<ReduceOp::VarMean>;
+    k.std_mean = &cuda::var_mean_cuda<ReduceOp::StdMean>;
+    k.nansum = &cuda::nan_cuda<ReduceOp::NanSum>;
+    k.nanmean = &cuda::nan_cuda<ReduceOp::NanMean>;
+    k.logsumexp = &cuda::logsumexp_cuda;
+    k.prod = &cuda::prod_cuda;
+    k.vector_norm = &cuda::norm_cuda;
+    k.any = &cuda::logic_cuda<ReduceOp::Any>;
+    k.all = &cuda::logic_cuda<ReduceOp::All>;
+    k.count_nonzero = &cuda::count_nonzero_cuda;
+    k.aminmax = &cuda::aminmax_cuda;
+    k.max = &cuda::max_dim_cuda<ReduceOp::MaxDim>;
+    k.min = &cuda::max_dim_cuda<ReduceOp::MinDim>;
+    k.argmax = &cuda::arg_cuda<ReduceOp::ArgMax>;
+    k.argmin = &cuda::arg_cuda<ReduceOp::ArgMin>;
+    return k;
+  }();
+  return table;
 }
 }  // namespace treduce
 
