@@ -576,6 +576,74 @@ inline constexpr int64_t kShortRow = 16;
 // bfloat16 1.6-1.7x -> 1.3x: rows of 2 stay here.
 inline constexpr int64_t kShortExpRow = 2;
 
+// How reduce_rows goes through rows a few elements long: `grain` rows a task at least, in
+// blocks along the last outer run.
+struct RowBlocks {
+  int64_t grain, along, in_step, out_step;
+};
+inline RowBlocks row_blocks(const Layout3& l) {
+  // Short rows: several per task, so that a task reads at least ~32K elements, a row counted as
+  // at least 16 (its accumulator, position and store cost as much): rows of 5 took 6553 a task,
+  // so 20480 of them (max over dim 2 of (4, 5120, 5) int32) ran on 4 of 16 threads, 123 us against
+  // torch's 43.
+  const int64_t grain = std::max<int64_t>(1, (int64_t(1) << 15) / std::max<int64_t>(16, std::min(l.reduced, kChunk)));
+  // Blocks of short rows go along the last outer run (the innermost; with one run, the whole
+  // outer dim), where rows are evenly spaced in the input and in the result: a block starts at
+  // outer index o and holds at most `along - o % along` rows. Through several runs, a row at a
+  // time with its results one store call each, a sum over rows of 32 int64 of (14, 17, 64,
+  // 32).transpose(0, 3) took 2.4x torch's time on 2 threads.
+  const RunIndex& runs = l.outer_runs;
+  const bool several = runs.runs > 1;
+  return {grain, several ? runs.size[runs.runs - 1] : l.outer, several ? runs.in[runs.runs - 1] : l.in_outer,
+          several ? runs.out[runs.runs - 1] : l.out_outer};
+}
+
+template <class In, class Mid, class Op>
+void short_rows(const In* x, const Layout3& l, const Sink& out, const RowBlocks& b) {
+  using Acc = typename Op::acc_t;
+  const int64_t grain = b.grain, along = b.along, in_step = b.in_step, out_step = b.out_step;
+  // Rows of up to kShortRow elements (up to 64 without a vector kernel for them): each row's
+  // elements into one accumulator, one after another, 64 rows a store call. chunk_reduce's 16
+  // lanes and their tree, or sum_simd's vector kernels, set up for each row of 3 cost more
+  // than the row; prod over rows of 17 int64 of an expanded (4096, 8, 17), 770 -> 428 us on 2
+  // threads (torch 225-383). Rows of 17-31 with a vector kernel measured mixed one at a time
+  // (2 threads: float32 sums of rows of 28 0.54x -> 1.04x torch's speed, but float16 nansum
+  // 0.68x -> 0.24x, bfloat16 sums of rows of 24 1.23x -> 0.64x, float32 amax of rows of 20
+  // 1.32x -> 0.45x): they keep the vector kernels.
+  using V = typename Op::value_t;
+  at::parallel_for(0, l.outer, grain, [&](int64_t begin, int64_t end) {
+    constexpr int64_t kBlock = 64;
+    Acc acc[kBlock];
+    for (int64_t o0 = begin, m; o0 < end; o0 += m) {
+      m = std::min({kBlock, end - o0, along - o0 % along});
+      const In* first = x + l.outer_in(o0);
+      // Four rows side by side, an element of each at a time, in registers: each row's
+      // elements still in order (the same bits), four independent chains of compares or adds
+      // instead of one (2 threads: amin over rows of 12 of (65536, 12) float32, a row at a time
+      // 1034 us, four 135, torch 378-464; aminmax over rows of 4, 715 -> 107, torch 495; var
+      // over rows of 16, 872 -> 500, torch 7200).
+      constexpr int64_t kSide = 4;
+      int64_t k = 0;
+      for (; k + kSide <= m; k += kSide) {
+        Acc a[kSide];
+        for (int64_t j = 0; j < kSide; ++j) a[j] = Op::identity();
+        const In* p = first + k * in_step;
+        for (int64_t r = 0; r < l.reduced; ++r)
+          for (int64_t j = 0; j < kSide; ++j)
+            a[j] = reduce_one<Op>(a[j], short_load<In, Mid, V>(p[j * in_step + r * l.in_reduced]), r);
+        for (int64_t j = 0; j < kSide; ++j) acc[k + j] = a[j];
+      }
+      for (; k < m; ++k) {
+        const In* p = first + k * in_step;
+        Acc a = Op::identity();
+        for (int64_t r = 0; r < l.reduced; ++r) a = reduce_one<Op>(a, short_load<In, Mid, V>(p[r * l.in_reduced]), r);
+        acc[k] = a;
+      }
+      out.put_block<Op>(l.outer_out(o0), out_step, acc, m);
+    }
+  });
+}
+
 // Rows (inner == 1; a full reduction is one row): each row in chunks of kChunk on all threads,
 // then each row's chunk results combined pairwise in chunk order.
 template <class In, class Mid, class Op>
@@ -589,66 +657,11 @@ void reduce_rows(const In* x, const Layout3& l, const Sink& out) {
     return Acc(chunk_reduce<In, Mid, Chunk>(x + l.outer_in(o) + begin * l.in_reduced,
                                             std::min(kChunk, l.reduced - begin), l.in_reduced, begin));
   };
-  // Short rows: several per task, so that a task reads at least ~32K elements, a row counted as
-  // at least 16 (its accumulator, position and store cost as much): rows of 5 took 6553 a task,
-  // so 20480 of them (max over dim 2 of (4, 5120, 5) int32) ran on 4 of 16 threads, 123 us against
-  // torch's 43.
-  const int64_t grain = std::max<int64_t>(1, (int64_t(1) << 15) / std::max<int64_t>(16, std::min(l.reduced, kChunk)));
-  // Blocks of short rows go along the last outer run (the innermost; with one run, the whole
-  // outer dim), where rows are evenly spaced in the input and in the result: a block starts at
-  // outer index o and holds at most `along - o % along` rows. Through several runs, a row at a
-  // time with its results one store call each, a sum over rows of 32 int64 of (14, 17, 64,
-  // 32).transpose(0, 3) took 2.4x torch's time on 2 threads.
-  const RunIndex& runs = l.outer_runs;
-  const bool several = runs.runs > 1;
-  const int64_t along = several ? runs.size[runs.runs - 1] : l.outer;
-  const int64_t in_step = several ? runs.in[runs.runs - 1] : l.in_outer;
-  const int64_t out_step = several ? runs.out[runs.runs - 1] : l.out_outer;
+  const RowBlocks b = row_blocks(l);
+  [[maybe_unused]] const int64_t grain = b.grain, along = b.along, in_step = b.in_step, out_step = b.out_step;
   int64_t short_row = 4 * kShortRow;
   if (kVectorChunk<In, Mid, Chunk> && l.in_reduced == 1) short_row = kSimdExpSum<In, Mid, Op> ? kShortExpRow : kShortRow;
-  if (l.reduced <= short_row) {
-    // Rows of up to kShortRow elements (up to 64 without a vector kernel for them): each row's
-    // elements into one accumulator, one after another, 64 rows a store call. chunk_reduce's 16
-    // lanes and their tree, or sum_simd's vector kernels, set up for each row of 3 cost more
-    // than the row; prod over rows of 17 int64 of an expanded (4096, 8, 17), 770 -> 428 us on 2
-    // threads (torch 225-383). Rows of 17-31 with a vector kernel measured mixed one at a time
-    // (2 threads: float32 sums of rows of 28 0.54x -> 1.04x torch's speed, but float16 nansum
-    // 0.68x -> 0.24x, bfloat16 sums of rows of 24 1.23x -> 0.64x, float32 amax of rows of 20
-    // 1.32x -> 0.45x): they keep the vector kernels.
-    using V = typename Op::value_t;
-    at::parallel_for(0, l.outer, grain, [&](int64_t begin, int64_t end) {
-      constexpr int64_t kBlock = 64;
-      Acc acc[kBlock];
-      for (int64_t o0 = begin, m; o0 < end; o0 += m) {
-        m = std::min({kBlock, end - o0, along - o0 % along});
-        const In* first = x + l.outer_in(o0);
-        // Four rows side by side, an element of each at a time, in registers: each row's
-        // elements still in order (the same bits), four independent chains of compares or adds
-        // instead of one (2 threads: amin over rows of 12 of (65536, 12) float32, a row at a time
-        // 1034 us, four 135, torch 378-464; aminmax over rows of 4, 715 -> 107, torch 495; var
-        // over rows of 16, 872 -> 500, torch 7200).
-        constexpr int64_t kSide = 4;
-        int64_t k = 0;
-        for (; k + kSide <= m; k += kSide) {
-          Acc a[kSide];
-          for (int64_t j = 0; j < kSide; ++j) a[j] = Op::identity();
-          const In* p = first + k * in_step;
-          for (int64_t r = 0; r < l.reduced; ++r)
-            for (int64_t j = 0; j < kSide; ++j)
-              a[j] = reduce_one<Op>(a[j], short_load<In, Mid, V>(p[j * in_step + r * l.in_reduced]), r);
-          for (int64_t j = 0; j < kSide; ++j) acc[k + j] = a[j];
-        }
-        for (; k < m; ++k) {
-          const In* p = first + k * in_step;
-          Acc a = Op::identity();
-          for (int64_t r = 0; r < l.reduced; ++r) a = reduce_one<Op>(a, short_load<In, Mid, V>(p[r * l.in_reduced]), r);
-          acc[k] = a;
-        }
-        out.put_block<Op>(l.outer_out(o0), out_step, acc, m);
-      }
-    });
-    return;
-  }
+  if (l.reduced <= short_row) return short_rows<In, Mid, Op>(x, l, out, b);
   if constexpr (kSimdRows<In, Mid, Chunk> || kSimdExtremaRows<In, Mid, Op> || kSimdNonzero<In, Mid, Chunk> ||
                 kSimdExpSum<In, Mid, Op>) {
     // Contiguous short rows of the sums, amax, amin, aminmax, any, all, count_nonzero and
