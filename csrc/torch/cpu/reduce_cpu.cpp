@@ -576,10 +576,22 @@ inline constexpr int64_t kShortRow = 16;
 // bfloat16 1.6-1.7x -> 1.3x: rows of 2 stay here.
 inline constexpr int64_t kShortExpRow = 2;
 
+// The last outer run (the innermost; with one run, the whole outer dim): its length and its
+// steps in the input and in the result. Short rows and maps go along it in blocks.
+struct LastRun {
+  int64_t along, in_step, out_step;
+};
+inline LastRun last_outer_run(const Layout3& l) {
+  const RunIndex& runs = l.outer_runs;
+  if (runs.runs <= 1) return {l.outer, l.in_outer, l.out_outer};
+  return {runs.size[runs.runs - 1], runs.in[runs.runs - 1], runs.out[runs.runs - 1]};
+}
+
 // How reduce_rows goes through rows a few elements long: `grain` rows a task at least, in
 // blocks along the last outer run.
 struct RowBlocks {
-  int64_t grain, along, in_step, out_step;
+  int64_t grain;
+  LastRun run;
 };
 inline RowBlocks row_blocks(const Layout3& l) {
   // Short rows: several per task, so that a task reads at least ~32K elements, a row counted as
@@ -587,21 +599,17 @@ inline RowBlocks row_blocks(const Layout3& l) {
   // so 20480 of them (max over dim 2 of (4, 5120, 5) int32) ran on 4 of 16 threads, 123 us against
   // torch's 43.
   const int64_t grain = std::max<int64_t>(1, (int64_t(1) << 15) / std::max<int64_t>(16, std::min(l.reduced, kChunk)));
-  // Blocks of short rows go along the last outer run (the innermost; with one run, the whole
-  // outer dim), where rows are evenly spaced in the input and in the result: a block starts at
-  // outer index o and holds at most `along - o % along` rows. Through several runs, a row at a
-  // time with its results one store call each, a sum over rows of 32 int64 of (14, 17, 64,
-  // 32).transpose(0, 3) took 2.4x torch's time on 2 threads.
-  const RunIndex& runs = l.outer_runs;
-  const bool several = runs.runs > 1;
-  return {grain, several ? runs.size[runs.runs - 1] : l.outer, several ? runs.in[runs.runs - 1] : l.in_outer,
-          several ? runs.out[runs.runs - 1] : l.out_outer};
+  // Blocks of short rows go along the last outer run, where rows are evenly spaced in the input
+  // and in the result: a block starts at outer index o and holds at most `along - o % along`
+  // rows. Through several runs, a row at a time with its results one store call each, a sum over
+  // rows of 32 int64 of (14, 17, 64, 32).transpose(0, 3) took 2.4x torch's time on 2 threads.
+  return {grain, last_outer_run(l)};
 }
 
 template <class In, class Mid, class Op>
 void short_rows(const In* x, const Layout3& l, const Sink& out, const RowBlocks& b) {
   using Acc = typename Op::acc_t;
-  const int64_t grain = b.grain, along = b.along, in_step = b.in_step, out_step = b.out_step;
+  const int64_t grain = b.grain, along = b.run.along, in_step = b.run.in_step, out_step = b.run.out_step;
   // Rows of up to kShortRow elements (up to 64 without a vector kernel for them): each row's
   // elements into one accumulator, one after another, 64 rows a store call. chunk_reduce's 16
   // lanes and their tree, or sum_simd's vector kernels, set up for each row of 3 cost more
@@ -658,7 +666,8 @@ void reduce_rows(const In* x, const Layout3& l, const Sink& out) {
                                             std::min(kChunk, l.reduced - begin), l.in_reduced, begin));
   };
   const RowBlocks b = row_blocks(l);
-  [[maybe_unused]] const int64_t grain = b.grain, along = b.along, in_step = b.in_step, out_step = b.out_step;
+  [[maybe_unused]] const int64_t grain = b.grain, along = b.run.along, in_step = b.run.in_step,
+                                 out_step = b.run.out_step;
   int64_t short_row = 4 * kShortRow;
   if (kVectorChunk<In, Mid, Chunk> && l.in_reduced == 1) short_row = kSimdExpSum<In, Mid, Op> ? kShortExpRow : kShortRow;
   if (l.reduced <= short_row) return short_rows<In, Mid, Op>(x, l, out, b);
@@ -1127,10 +1136,8 @@ void reduce_map(const In* x, const Layout3& l0, const Sink& out) {
   // 3 was most of the time of all over the size-1 dim of (3072, 3, 1, 3).permute(1, 0, 3, 2)
   // float32 (9216 outer indexes through two runs): 212 us on 2 threads, now 36 (torch 24; sum 20,
   // torch 12: what is left is the call's fixed cost, on one thread).
-  const RunIndex& runs = l.outer_runs;
-  const int64_t along = runs.runs > 1 ? runs.size[runs.runs - 1] : l.outer;
-  const int64_t in_step = runs.runs > 1 ? runs.in[runs.runs - 1] : l.in_outer;
-  const int64_t out_step = runs.runs > 1 ? runs.out[runs.runs - 1] : l.out_outer;
+  const LastRun run = last_outer_run(l);
+  const int64_t along = run.along, in_step = run.in_step, out_step = run.out_step;
   const int64_t per_store = l.out_inner == 1 && out_step == l.inner ? std::max<int64_t>(1, kRun / l.inner) : 1;
   at::parallel_for(0, l.outer, grain, [&](int64_t begin, int64_t end) {
     Acc v[kRun];
