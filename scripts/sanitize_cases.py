@@ -78,6 +78,11 @@ DIMS_CASES = [
     ("kept dims out of order", lambda d: _small_ints((9, 70, 6, 5), d).permute(3, 1, 2, 0), 2),
     ("short reduction, many outputs", lambda d: _small_ints((1100, 3, 16), d), 1),
     ("short reduction, transposed result", lambda d: _small_ints((3000, 7, 5), d).transpose(0, 2), 1),
+    # ... transpose tiles whose lanes along inner fit short inner runs (4 to 32 lanes).
+    ("short reduction, transposed, inner 12", lambda d: _small_ints((40000, 3, 12), d).transpose(0, 2), 1),
+    ("transposed map, inner 28", lambda d: _small_ints((20000, 1, 28), d).transpose(0, 2), 1),
+    ("long map, aligned rows", lambda d: _small_ints((64, 1, 4096), d), 1),
+    ("long map, rows of 4099", lambda d: _small_ints((3, 1, 4099), d), 1),
     ("stride-0 reduced dim", lambda d: _small_ints((40, 1, 33), d).expand(40, 9, 33), 1),
     # Dense short rows: a vector's worth of rows a thread, the last rows an element a load
     # (short_rows_kernel); unaligned, slabs. Dense slabs of narrow columns of up to 8 elements

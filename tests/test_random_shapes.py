@@ -238,18 +238,21 @@ def test_explain_gives_the_kernels_a_call_launches():
 
 @cuda_only
 def test_transposed_short_reductions_of_short_inner_runs():
-    # Transposed short reductions (results transposed against the input) whose inner runs are
-    # 16 to 31 long (tile_kernel, or transpose tiles with Tuning::transpose_least_inner 16: the
-    # test below) and 64 (transpose tiles); every dtype width, against torch (integers and
-    # extrema exact; float sums against float64: n * u * sum|x| for the float32 accumulation,
-    # then the result's rounding); argmax's first position among ties (int8 has many).
+    # Transposed short reductions and maps (results transposed against the input) over inner runs
+    # of 4 to 64: transpose tiles whose lanes along inner fit the run (4 to 32 lanes) from
+    # Tuning::transpose_least_inner (8), the outer run of 97 cutting their 32-wide stores; every
+    # dtype width, against torch (integers and extrema exact; float sums against float64: n * u *
+    # sum|x| for the float32 accumulation, then the result's rounding); argmax's first position
+    # among ties (int8 has many).
     gen, seed = fresh_generator("cuda")
-    for inner in (16, 17, 31, 64):
-        for reduced in (2, 3, 5, 16):
+    for inner in (4, 8, 16, 28, 31, 64):
+        for reduced in (1, 2, 5, 16):
+            if inner * reduced > 512:
+                continue
             for dtype in (torch.float32, torch.bfloat16, torch.int8, torch.float64):
-                x = torch.randn(32, reduced, 256, inner, generator=gen, device="cuda").mul(20).to(dtype).transpose(2, 3)
+                x = torch.randn(704, reduced, 97, inner, generator=gen, device="cuda").mul(20).to(dtype).transpose(2, 3)
                 where = (inner, reduced, dtype, seed)
-                if inner == 64:
+                if inner >= 8:
                     assert kernels(torch_reduce.explain(x, 1)) == ["transpose_tile_kernel"], where
                 got = torch_reduce.sum(x, 1)
                 if dtype.is_floating_point:
@@ -366,17 +369,20 @@ def test_maps_and_short_rows_of_every_op_kind(device):
     # (reduce_map). Short rows (1-16 elements, contiguous or strided) in counts off multiples of
     # four (the CPU takes them four at a time). Every op kind against torch, aminmax too:
     # integers, extrema and positions exact (ties among int8's values), float sums and var
-    # against float64 (var of one element: NaN, as torch's).
+    # against float64 (var of one element: NaN, as torch's). Long maps along inner (CUDA's
+    # map_kernel), rows of 4096 and 4099, in 2- and 8-byte types too.
     gen, seed = fresh_generator(device)
+    long_maps = [((5, 1, 4096), (0, 1, 2), 1), ((3, 1, 4099), (0, 1, 2), 1)]
     layouts = [((3072, 3, 1, 3), (1, 0, 3, 2), 3), ((37, 5, 1, 7), (1, 0, 3, 2), 3), ((2, 41, 1, 3), (3, 1, 0, 2), 1),
-               ((9, 1, 5), (2, 1, 0), 1)]
+               ((9, 1, 5), (2, 1, 0), 1)] + long_maps
     for rows in (1, 3, 67, 130):
         for width in (1, 2, 3, 5, 8, 12, 16):
             layouts += [((rows, width), (0, 1), 1), ((width, rows), (1, 0), 1)]
     for shape, order, dim in layouts:
         base = torch.randn(*shape, generator=gen, device=device).mul(20)
         n = shape[order[dim]]
-        for dtype in (torch.float32, torch.bfloat16, torch.int8):
+        wide = (torch.float64, torch.int16) if (shape, order, dim) in long_maps else ()
+        for dtype in (torch.float32, torch.bfloat16, torch.int8) + wide:
             x = base.to(dtype).permute(*order)
             where = (shape, order, dim, dtype, seed)
             check_op_kinds(x, dim, n, where, equal_nan=True)
@@ -388,11 +394,11 @@ def test_maps_and_short_rows_of_every_op_kind(device):
 def test_tuning_line_from_the_environment():
     # TREDUCE_TUNING changes the planner's table for the process (trials without a rebuild); a
     # line that does not parse is reported and ignored. Under a line, the plans it gives are
-    # checked against torch too (transpose tiles from inner runs of 16, tiles for small slabs).
+    # checked against torch too (tiles under inner runs of 32, and for small slabs).
     code = """
 import torch, torch_reduce
 x = torch.ones(4, 3, device='cuda')
-t = torch.randn(32, 3, 256, 16, device='cuda').transpose(2, 3)
+t = torch.randn(32, 3, 1024, 16, device='cuda').transpose(2, 3)
 r = torch.randn(96000, 7, device='cuda').to(torch.bfloat16)
 assert torch.equal(torch_reduce.amax(t, 1), t.amax(1)) and torch.equal(torch_reduce.argmin(t, 1), t.argmin(1))
 assert torch.equal(torch_reduce.amax(r, 1), r.amax(1)) and torch.equal(torch_reduce.argmax(r, 1), r.argmax(1))
@@ -408,10 +414,10 @@ print(*(torch_reduce.explain(v, 1)['plan']['steps'][0]['kernel'] for v in (x, t,
         assert r.returncode == 0, r.stderr
         return r.stdout.split(), r.stderr
 
-    assert kernels_with(None)[0] == ["small_kernel", "tile_kernel", "short_rows_kernel"]
-    got = kernels_with("small_elements=1,small_most=1,transpose_least_inner=16,slabs_least_bytes=4194304,"
+    assert kernels_with(None)[0] == ["small_kernel", "transpose_tile_kernel", "short_rows_kernel"]
+    got = kernels_with("small_elements=1,small_most=1,transpose_least_inner=32,slabs_least_bytes=4194304,"
                        "short_rows_least_bytes=1099511627776")[0]
-    assert got[0] != "small_kernel" and got[1:] == ["transpose_tile_kernel", "tile_kernel"], got
+    assert got[0] != "small_kernel" and got[1:] == ["tile_kernel", "tile_kernel"], got
     got, err = kernels_with("small_elements=none")
     assert got[0] == "small_kernel" and "TREDUCE_TUNING" in err
 

@@ -320,20 +320,24 @@ void check_plans() {
   p = plan_reduce(h100, bool_max, plan_input({262144, 3}, {3, 1}, {1}), no_short_rows);
   expect(kernels(p) == "tile_kernel" && p.step[0].a_is_outer && p.step[0].loads == 4,
          "plan: rows of 3 are tiles of the 4-element instance: " + kernels(p));
-  // ... and not where each thread keeps several rows: 12 rows, Y = 4 (float32 sums).
+  // ... and not where each thread keeps several rows: 12 rows past L2 (50 MB), float32 sums; in
+  // L2 (6 MB) a columns block's 3072 elements (Y = 4) are tiles (Tuning::tiles_least_block_elements).
+  p = plan_of({12, 1048576}, {1048576, 1}, {0});
+  expect(kernels(p) == "columns_kernel", "plan: (12, 2^20) over dim 0 is columns: " + kernels(p));
   p = plan_of({12, 128256}, {128256, 1}, {0});
-  expect(kernels(p) == "columns_kernel" && p.step[0].block[1] == 4, "plan: (12, 128256) over dim 0 is columns: " + kernels(p));
-  // Transposed short reductions whose inner run is half a tile (sum over the dim of 3 of (64, 3,
-  // 768, 16).transpose(2, 3)): tile_kernel, or transpose tiles from inner runs of 16
-  // (Tuning::transpose_least_inner), 49152 outer indexes in 1536 tiles of 32.
+  expect(kernels(p) == "tile_kernel", "plan: (12, 128256) over dim 0 is tiles: " + kernels(p));
+  // Transposed short reductions over inner runs of 16 (sum over the dim of 3 of (64, 3, 768,
+  // 16).transpose(2, 3)): transpose tiles of 16 lanes along inner, 64 outer indexes tall (49152
+  // in 768 tiles); tile_kernel below Tuning::transpose_least_inner.
   const PlanInput half_tile = plan_input({64, 3, 16, 768}, {36864, 12288, 1, 16}, {1});
   p = plan_reduce(h100, f32_sum, half_tile);
-  expect(kernels(p) == "tile_kernel", "plan: a transposed reduction of inner runs of 16 is tiles: " + kernels(p));
-  Tuning from16;
-  from16.transpose_least_inner = 16;
-  p = plan_reduce(h100, f32_sum, half_tile, from16);
-  expect(kernels(p) == "transpose_tile_kernel" && p.step[0].grid[0] == 1536 && p.step[0].inner_tiles == 1,
-         "plan: ... transpose tiles from inner runs of 16: " + kernels(p));
+  expect(kernels(p) == "transpose_tile_kernel" && p.step[0].grid[0] == 768 && p.step[0].inner_tiles == 1 &&
+             p.step[0].team == 4,
+         "plan: a transposed reduction of inner runs of 16 is transpose tiles 16 lanes wide: " + plan_json(p));
+  Tuning from32;
+  from32.transpose_least_inner = 32;
+  p = plan_reduce(h100, f32_sum, half_tile, from32);
+  expect(kernels(p) == "tile_kernel" && p.step[0].a_is_outer, "plan: ... tiles under the least inner run: " + kernels(p));
   // Dense rows of 7 float32 (96000 of them, 2.7 MB): short_rows_kernel, 7 vectors of 4 rows a
   // thread, 24000 threads in blocks of 64 (375 blocks; blocks of 128 would give fewer than two a
   // multiprocessor); without it (Tuning::short_rows_least_bytes) slabs, or tiles under
@@ -375,14 +379,16 @@ void check_plans() {
   p = plan_reduce(h100, f16_sum, odd_columns, one_pass);
   expect(kernels(p) == "columns_kernel" && p.step[0].per == 50257, "plan: ... one pass without the bound: " + plan_json(p));
   // Transposed short reductions of 1-byte inputs over inner runs of 32 (amin over the dim of 2 of
-  // (2, 32064, 13, 32).transpose(0, 3)): tiles, not transpose tiles 128 wide
-  // (Tuning::transpose_narrow_least_inner); inner runs of 64 take transpose tiles.
+  // (2, 32064, 13, 32).transpose(0, 3)): transpose tiles of 8 lanes of 4-byte words (32 wide),
+  // 128 outer indexes tall; inner runs of 64, 16 lanes.
   OpTraits u8_min;
   u8_min.in_bytes = 1, u8_min.acc_bytes = 1;
   p = plan_reduce(h100, u8_min, plan_input({32, 32064, 13, 2}, {1, 416, 32, 13338624}, {3}));
-  expect(kernels(p) == "tile_kernel" && p.step[0].a_is_outer, "plan: 1-byte transposed, inner 32: tiles: " + kernels(p));
+  expect(kernels(p) == "transpose_tile_kernel" && p.step[0].team == 3 && p.step[0].V == 4 && p.step[0].flag &&
+             p.step[0].grid[0] == ceil_div(int64_t(32064) * 13, int64_t(128)),
+         "plan: 1-byte transposed, inner 32: transpose tiles 8 lanes wide: " + plan_json(p));
   p = plan_reduce(h100, u8_min, plan_input({64, 4096, 13, 2}, {1, 832, 64, 3407872}, {3}));
-  expect(kernels(p) == "transpose_tile_kernel", "plan: ... inner 64: transpose tiles: " + kernels(p));
+  expect(kernels(p) == "transpose_tile_kernel" && p.step[0].team == 4, "plan: ... inner 64: 16 lanes: " + plan_json(p));
   // Several reduced runs whose contiguous one is not the longest: that one first, as rows, then
   // each result's partials (Tuning::combine_rows_least_bytes, combine_rows_most). A full sum of
   // (16, 128, 1000)[:, ::2]: 1024 rows of 1000, then 1024 partials (columns of 1000 split 32

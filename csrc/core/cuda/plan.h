@@ -57,8 +57,11 @@ constexpr int small_loads(int64_t per_thread) { return per_thread <= 2 ? 2 : per
 inline constexpr int kTileBlockBits = 8;
 inline constexpr int kTileBlock = 1 << kTileBlockBits;  // the most; fewer for few outputs (plan_reduce.h)
 inline constexpr int kTileReduced = 16;  // the most elements an output tile_kernel holds
-inline constexpr int kTransposeTile = 32;
-inline constexpr int kTransposeRows = 4;  // rows (outer indexes) a thread: 8 warps x 4 = 32
+inline constexpr int kTransposeTile = 32;  // the fewest outer indexes transpose tiles take
+inline constexpr int kTransposeRows = 4;  // rows (outer indexes) a thread
+// transpose_tile_kernel's lanes along inner: 4 to 32 (2^2 to 2^5), the fewest whose kV elements
+// each cover the inner run; its tiles are 256 / L * kTransposeRows outer indexes tall.
+inline constexpr int kTransposeLeastLaneBits = 2, kTransposeMostLaneBits = 5;
 inline constexpr int kMapBlock = 256;
 inline constexpr int kMapLoads = 8;
 inline constexpr int kSlabBlock = 256;
@@ -123,6 +126,16 @@ struct Tuning {
   // Teams of more than a warp for argmax and argmin while a lane has more loads than this
   // (other operators: kSmallLoads).
   int64_t small_wide_loads_indexed = kSmallLoads;
+  // Short columns take tile_kernel where a columns block would hold fewer elements than
+  // tiles_least_block_elements, for inputs up to tiles_small_bytes (in L2: the block's combine
+  // down Y outweighs its loads), else than 4 * kColumnsBlock (4 a thread; whole 16-byte loads
+  // then beat tiles' element loads). H200, hot, us, columns -> tiles: argmax over dim -2 of
+  // (224, 12, 196) float32 5.02 -> 1.80, logsumexp over dim -3 of (128, 7, 32, 64) float16 8.31 ->
+  // 4.50, mean over dim -2 of (1024, 16, 96) float32 5.68 -> 3.54 (slabs), logsumexp over dim 1 of
+  // (512, 14, 112) float32 4.24 -> 2.83; past L2 lost: max over dim 1 of (2048, 2, 1024, 12) int32
+  // 128 -> 164, amax over dim 0 of (3, 13, 32, 32000) float32 54 -> 80 (random shapes seeds 17377,
+  // 24683, 31907, 51949, 66071).
+  int64_t tiles_least_block_elements = 4096, tiles_small_bytes = int64_t(32) << 20;
   // Rows: teams of lanes up to rows_team_loads 16-byte loads a row (20 a lane of a warp); rows
   // that are not whole vectors up to rows_ragged_loads (40 a lane) from rows_ragged_per_sm rows
   // a multiprocessor (H200, 2048 float32 rows of 2048 8.67 -> 3.44 us).
@@ -174,17 +187,13 @@ struct Tuning {
   // bfloat16 took 2.90 -> 1.53 us, rows of 12 float32 2.19 -> 2.38; from 8 MB narrow columns
   // also went to tiles and lost 2x. benchmarks/NOTES.md, 2026-11-30.)
   int64_t slabs_least_bytes = 1;
-  // Transposed short reductions go to transpose_tile_kernel from inner runs this long (a tile is
-  // 32 wide). From 16, H200, hot, us: float32 gained (sum over the dim of 3 of (64, 3, 768,
-  // 16).transpose(2, 3) 8.87 -> 6.89, std of inner 20 253 -> 210), but 1- and 2-byte inputs,
-  // read as words of 4, left most lanes idle (amax bfloat16 inner 24 150 -> 376, int8 sum
-  // inner 31 84 -> 203).
-  int64_t transpose_least_inner = 32;
-  // ... and from this long for 1- and 2-byte inputs, whose tiles are 4 elements a lane (128
-  // wide): at an inner run of 32 three lanes in four were idle (amin over the dim of 2 of (2,
-  // 32064, 13, 32).transpose(0, 3) uint8, 416832 outputs: 135 us in transpose tiles, torch.compile
-  // 9.9, torch 105; H200).
-  int64_t transpose_narrow_least_inner = 64;
+  // Transposed short reductions go to transpose_tile_kernel from inner runs this long, its lanes
+  // along inner as few as cover the run (4 to 32). With 32 lanes always, inner runs under 32
+  // (64 for 1- and 2-byte inputs, 4 elements a lane) took tile_kernel, whose lanes along outer
+  // read a sector each: sum over the size-1 dim of (32064, 1, 128, 28).transpose(3, 2) bfloat16
+  // 912 us, torch.compile 115; amin over the dim of 2 of (2, 32064, 13, 32).transpose(0, 3)
+  // uint8 (transpose tiles 128 wide, three lanes in four idle) 135 us, torch.compile 9.9 (H200).
+  int64_t transpose_least_inner = 8;
   // Dense rows of 3, 5, 6 or 7 elements, 16-byte aligned, take short_rows_kernel from this many
   // bytes of input: a thread's rows are a vector's worth, so few rows are few threads (nanmean
   // over rows of 5 of 14336 bfloat16 rows, 1792 threads: 4.62 us against tile_kernel's 3.88,
@@ -217,6 +226,8 @@ inline constexpr TuningField kTuningFields[] = {
     {"small_passes_count", &Tuning::small_passes_count},
     {"small_passes_rows", &Tuning::small_passes_rows},
     {"small_wide_loads_indexed", &Tuning::small_wide_loads_indexed},
+    {"tiles_least_block_elements", &Tuning::tiles_least_block_elements},
+    {"tiles_small_bytes", &Tuning::tiles_small_bytes},
     {"rows_team_loads", &Tuning::rows_team_loads},
     {"rows_ragged_loads", &Tuning::rows_ragged_loads},
     {"rows_ragged_per_sm", &Tuning::rows_ragged_per_sm},
@@ -237,7 +248,6 @@ inline constexpr TuningField kTuningFields[] = {
     {"quarter_tiles_per_sm", &Tuning::quarter_tiles_per_sm},
     {"slabs_least_bytes", &Tuning::slabs_least_bytes},
     {"transpose_least_inner", &Tuning::transpose_least_inner},
-    {"transpose_narrow_least_inner", &Tuning::transpose_narrow_least_inner},
     {"short_rows_least_bytes", &Tuning::short_rows_least_bytes},
     {"tile_least_threads", &Tuning::tile_least_threads},
 };
@@ -392,7 +402,8 @@ struct Step {
   int64_t from = -1, to = -1;
   Layout3 layout;  // the layout the step reads
   // The kernel's own parameters (0 where it takes none):
-  int team = 0, loads = 0;          // Rows: team; WholeRows: lanes, loads a row; Tiles, Small: the instance
+  int team = 0, loads = 0;          // Rows: team; WholeRows: lanes, loads a row; Tiles, Small: the instance;
+                                    // TransposeTiles: log2 of the lanes along inner
   int V = 0, U = 0;                 // Columns: outputs a thread, loads in flight
   int64_t count = 0;                // segments, splits or partials an output (and blocks, VectorCombine)
   int64_t per = 0;                  // elements a segment or a split
@@ -466,9 +477,9 @@ inline int64_t segments_per_row(int64_t outer, int64_t most, int64_t wave) {
 // input): tile_kernel's lanes then go along outer.
 inline bool tiles_transposed(const Layout3& l) { return l.out_inner != 1 && l.outer > 1 && l.outer_out(1) == 1; }
 
-// Short reductions of results transposed against the input, a tile of them at least each way
-// (least_inner along inner: Tuning::transpose_least_inner), the inner run contiguous, or rows
-// packed along it (layout.h's packed_rows_transposed): transpose_tile_kernel.
+// Short reductions of results transposed against the input, kTransposeTile of them at least
+// along outer and least_inner along inner (Tuning::transpose_least_inner), the inner run
+// contiguous, or rows packed along it (layout.h's packed_rows_transposed): transpose_tile_kernel.
 inline bool transposable(const Layout3& l, int64_t least_inner) {
   const bool packed_rows = l.in_reduced == 1 && l.in_inner == l.reduced;
   return l.reduced <= kTileReduced && tiles_transposed(l) && (l.in_inner == 1 || packed_rows) &&

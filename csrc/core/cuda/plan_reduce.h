@@ -52,11 +52,7 @@ class Planner {
   static constexpr int64_t kResult = -1;  // a step's `to`: the result, not partials
 
   // The inner run from which transposed short reductions take transpose tiles (Tuning).
-  int64_t transpose_least_inner() const {
-    return transpose_vector(t_.in_bytes, t_.acc_bytes) > 1
-               ? std::max(k_.transpose_least_inner, k_.transpose_narrow_least_inner)
-               : k_.transpose_least_inner;
-  }
+  int64_t transpose_least_inner() const { return k_.transpose_least_inner; }
 
   // ---- small_kernel ------------------------------------------------------------------------
 
@@ -421,15 +417,17 @@ class Planner {
   int64_t tiles(const Layout3& l, int64_t to) {
     if (transposable(l, transpose_least_inner())) {
       const int64_t V = transpose_vector(t_.in_bytes, t_.acc_bytes);
-      const int64_t inner_tiles = ceil_div(l.inner, kTransposeTile * V);
-      const int64_t blocks = inner_tiles * ceil_div(l.outer, int64_t(kTransposeTile));
+      int lane_bits = kTransposeLeastLaneBits;
+      while (lane_bits < kTransposeMostLaneBits && (V << lane_bits) < l.inner) ++lane_bits;
+      const int64_t inner_tiles = ceil_div(l.inner, V << lane_bits);
+      const int64_t blocks = inner_tiles * ceil_div(l.outer, (int64_t(kTileBlock) >> lane_bits) * kTransposeRows);
       // Under a block a multiprocessor its rows' loads, one row after another, are the time: the
       // tiles below issue all of an output's at once (amax over dim 0 of (8, 197, 1) expanded
       // to 64 on dim 2, bool, 4 blocks: 7.99 us in CUDA graphs, torch 2.15; H200).
       if (blocks <= kMaxGridX && blocks >= d_.sm_count) {
         Step& s = p_.add(Kernel::TransposeTiles);
         s.grid[0] = blocks, s.block[0] = kTileBlock, s.dependent = true, s.layout = l, s.to = to;
-        s.V = int(V), s.inner_tiles = inner_tiles;
+        s.V = int(V), s.inner_tiles = inner_tiles, s.team = lane_bits;
         s.flag = V > 1 && l.in_inner == 1 && in_.address % uintptr_t(V * t_.in_bytes) == 0 &&
                  l.outer_strides_multiple_of(V) &&
                  (l.reduced == 1 || l.in_reduced % V == 0);
@@ -704,18 +702,22 @@ class Planner {
     };
     const bool vectors = loads_of(16);
     const bool deeper = !t_.indexed;
+    const int64_t least_block = l.outer * l.reduced * l.inner * t_.in_bytes <= k_.tiles_small_bytes
+                                    ? k_.tiles_least_block_elements
+                                    : int64_t(4) * kColumnsBlock;
     // A short reduced dim: tiles where the columns' threads down it, or across a row's outputs,
     // would be mostly idle, or where the result is transposed against the input (tile_kernel).
-    // Also where a columns block would have fewer than 4 elements a thread: each block's fixed
-    // cost (the combine down Y through shared memory) then outweighs its loads (2-norm over dim
-    // 2 of (1024, 64, 7, 28) float16, 65536 blocks of 28 x 7 elements: 129 us, torch.compile 5.9);
+    // Also where a columns block would have fewer than least_block elements (Tuning: 16 a thread
+    // in L2, else 4): each block's fixed cost (the combine down Y through shared memory) then
+    // outweighs its loads (2-norm over dim 2 of (1024, 64, 7, 28) float16, 65536 blocks of 28 x 7
+    // elements: 129 us, torch.compile 5.9);
     // and where its threads down would hold a row each at most, the combine then being most of
     // the work (min over dim 0 of (7, 11008, 12) int8, 8 threads down 7 rows: 7.5 us,
     // torch.compile 1.7; H200).
     const auto short_tiles = [&](const ColumnsShape& c, int64_t V) {
       return !merged && l.reduced <= kTileReduced &&
              (c.Y >= l.reduced || int64_t(c.X) * V > 2 * l.inner || tiles_transposed(l) ||
-              int64_t(c.X) * V * l.reduced < 4 * kColumnsBlock);
+              int64_t(c.X) * V * l.reduced < least_block);
     };
     // Dense slabs: where tiles would be taken, and for columns narrower than 128 bytes, whose
     // rows the columns kernel's threads across mostly do not reach.

@@ -13,6 +13,10 @@
 //  - full reduction of a contiguous run: the vector kernel (vector.cuh);
 //  - maps (one element a result) whose input and result run together along inner: several
 //    elements a thread (map_kernel);
+//  - short reductions and maps whose results are transposed against the input (the inner run
+//    contiguous, Tuning::transpose_least_inner long at least): tiles of 4 to 32 lanes along inner,
+//    as many as cover the run, reduced into shared memory and stored with the lanes along outer
+//    (transpose_tile_kernel);
 //  - several reduced runs (Layout3::combine): one pass over the longest run (for few results, the
 //    contiguous one where it is long enough: rows) into partials, then a second kernel combines
 //    each result's partials, a block each for a few results (Planner::combined); also a few results
@@ -1047,19 +1051,25 @@ tile_kernel(const typename R::In* x, Layout3 l, int a_bits, bool a_is_outer, int
 }
 
 // Short reductions whose result is transposed against the input, inner contiguous in the input
-// (in_inner == 1, or rows packed along it: in_inner == reduced) and outer in the result: a block reduces a tile of 32 * kV inner x 32 outer
-// outputs with its lanes along inner (kV elements a lane, one load where aligned), the
-// accumulators through shared memory, and stores them with its lanes along outer (each store a
-// run of the result). The tile's 32 outer offsets are worked out once, into shared memory, and
-// each thread's 4 rows' loads are in flight together: the first version of this kernel divided
-// for every row and loaded one row at a time, ran issue-bound (SM 86%, DRAM 14%, ncu) and took
-// 218 us for a float32 sum over the dim of 2 of (8, 2048, 1024, 2) (transposed from (8, 2, 1024,
-// 2048); 66 us now, torch.compile 49). Over one element a result (a transposed map) it is also
-// the kernel: int16 sum over the size-1 dim of (1, 31, 1024, 3072).permute(3, 2, 0, 1) 1657 ->
-// 280 us (torch.compile 279); the tile kernel's lanes along outer read 32 sectors a load. (H200,
-// CUDA graphs.)
+// (in_inner == 1, or rows packed along it: in_inner == reduced) and outer in the result: a block
+// reduces a tile of L * kV inner x (kTileBlock / L) * kTransposeRows outer outputs with its L
+// lanes along inner (kV elements a lane, one load where aligned), the accumulators through shared
+// memory, and stores them with its lanes along outer (each store a run of the result). L (4, 8,
+// 16 or 32) is the fewest lanes whose elements cover the inner run: a tile 32 * kV wide over an
+// inner run of 28 bfloat16 left three lanes in four idle, and the tile kernel's lanes along outer
+// read a sector a lane (sum over the size-1 dim of (32064, 1, 128, 28).transpose(3, 2) bfloat16:
+// 912 us in tile_kernel, torch.compile 115, torch 795; H200, hot). The tile's outer offsets are
+// worked out once, into shared memory, and each thread's rows' loads are in flight together: the
+// first version of this kernel divided for every row and loaded one row at a time, ran
+// issue-bound (SM 86%, DRAM 14%, ncu) and took 218 us for a float32 sum over the dim of 2 of (8,
+// 2048, 1024, 2) (transposed from (8, 2, 1024, 2048); 66 us with 32 lanes, torch.compile 49).
+// Over one element a result (a transposed map) it is also the kernel: int16 sum over the size-1
+// dim of (1, 31, 1024, 3072).permute(3, 2, 0, 1) 1657 -> 280 us (torch.compile 279). (H200, CUDA
+// graphs.)
 template <class R>
 inline constexpr int kTransposeV = transpose_vector(int(sizeof(typename R::In)), int(sizeof(typename R::Acc)));
+template <class R>
+inline constexpr int kTransposeVBits = kTransposeV<R> == 4 ? 2 : kTransposeV<R> == 2 ? 1 : 0;
 
 template <int kBytes>
 using LoadWord = std::conditional_t<kBytes == 16, uint4,
@@ -1067,19 +1077,23 @@ using LoadWord = std::conditional_t<kBytes == 16, uint4,
 
 template <class R>
 __global__ void __launch_bounds__(kTileBlock)
-transpose_tile_kernel(const typename R::In* x, Layout3 l, int64_t inner_tiles, bool words, Sink out) {
+transpose_tile_kernel(const typename R::In* x, Layout3 l, int64_t inner_tiles, bool words, int lane_bits, Sink out) {
   using Op = typename R::Op;
   using In = typename R::In;
   using Acc = typename R::Acc;
-  constexpr int kV = kTransposeV<R>, kO = kTransposeTile, kI = kTransposeTile * kV;
-  constexpr int kRows = kTileBlock / kTransposeTile;  // 8 warps
-  static_assert(kRows * kTransposeRows == kO, "a block's warps times its rows cover the tile's outer");
-  __shared__ alignas(16) unsigned char raw[kO * (kI + 1) * sizeof(Acc)];
-  __shared__ int64_t in_at[kO], out_at[kO];
+  constexpr int kV = kTransposeV<R>;
+  constexpr int kMostOuter = (kTileBlock >> kTransposeLeastLaneBits) * kTransposeRows;
+  // A tile is O x I outputs, I = L * kV, O = (kTileBlock / L) * kTransposeRows, rows I + 1 apart
+  // (the stores' lanes, a row apart, fall in different banks): O * (I + 1) <= this.
+  constexpr int kTileAccs = kTileBlock * kTransposeRows * kV + kMostOuter;
+  __shared__ alignas(16) unsigned char raw[kTileAccs * sizeof(Acc)];
+  __shared__ int64_t in_at[kMostOuter], out_at[kMostOuter];
   Acc* tile = reinterpret_cast<Acc*>(raw);
-  const int tx = int(threadIdx.x) % kTransposeTile, ty = int(threadIdx.x) / kTransposeTile;
+  const int rows = kTileBlock >> lane_bits;  // outer indexes a round of the block's loads
+  const int kO = rows * kTransposeRows, kI = kV << lane_bits, pitch = kI + 1;
+  const int tx = int(threadIdx.x) & ((1 << lane_bits) - 1), ty = int(threadIdx.x) >> lane_bits;
   const int64_t i0 = int64_t(blockIdx.x % inner_tiles) * kI, o0 = int64_t(blockIdx.x / inner_tiles) * kO;
-  if (threadIdx.x < kO) {  // before the wait: the layout only
+  if (int(threadIdx.x) < kO) {  // before the wait: the layout only
     const int64_t o = o0 + threadIdx.x;
     in_at[threadIdx.x] = o < l.outer ? l.outer_in(o) : 0;
     out_at[threadIdx.x] = o < l.outer ? l.outer_out(o) : 0;
@@ -1099,8 +1113,8 @@ transpose_tile_kernel(const typename R::In* x, Layout3 l, int64_t inner_tiles, b
     In e[kTransposeRows][kV];
 #pragma unroll
     for (int k = 0; k < kTransposeRows; ++k) {
-      const bool row = o0 + ty + k * kRows < l.outer;
-      const In* p = x + in_at[ty + k * kRows] + r * l.in_reduced + i * l.in_inner;
+      const bool row = o0 + ty + k * rows < l.outer;
+      const In* p = x + in_at[ty + k * rows] + r * l.in_reduced + i * l.in_inner;
       if (kV > 1 && words && row && left >= kV) {  // (words: in_inner 1)
         const auto w = __ldg(reinterpret_cast<const LoadWord<kV * int(sizeof(In))>*>(p));
         memcpy(&e[k][0], &w, sizeof(w));
@@ -1113,18 +1127,22 @@ transpose_tile_kernel(const typename R::In* x, Layout3 l, int64_t inner_tiles, b
     for (int k = 0; k < kTransposeRows; ++k)
 #pragma unroll
       for (int v = 0; v < kV; ++v)
-        if (o0 + ty + k * kRows < l.outer && v < left) element_into<R>(acc[k][v], e[k][v], r);
+        if (o0 + ty + k * rows < l.outer && v < left) element_into<R>(acc[k][v], e[k][v], r);
   }
 #pragma unroll
   for (int k = 0; k < kTransposeRows; ++k)
 #pragma unroll
-    for (int v = 0; v < kV; ++v) tile[(ty + k * kRows) * (kI + 1) + tx * kV + v] = acc[k][v];
+    for (int v = 0; v < kV; ++v) tile[(ty + k * rows) * pitch + tx * kV + v] = acc[k][v];
   __syncthreads();
+  // Lanes along outer: the tile's O / 32 runs of 32 outer indexes times its I inner ones, 32 * kV
+  // (run, inner) pairs in all, kV * 4 a warp.
+  const int lane = int(threadIdx.x) & 31, warp = int(threadIdx.x) >> 5, inner_bits = lane_bits + kTransposeVBits<R>;
 #pragma unroll
-  for (int q = 0; q < kI / kRows; ++q) {  // lanes along outer: warp ty stores inner ty, ty + 8, ...
-    const int64_t at = i0 + ty + q * kRows;
-    if (o0 + tx < l.outer && at < l.inner)
-      store_acc<Op, typename R::In>(out, out_at[tx] + at * l.out_inner, tile[tx * (kI + 1) + ty + q * kRows]);
+  for (int q = 0; q < kV * kTransposeRows; ++q) {
+    const int pair = warp + q * (kTileBlock / 32), o = ((pair >> inner_bits) << 5) + lane;
+    const int64_t at = i0 + (pair & (kI - 1));
+    if (o0 + o < l.outer && at < l.inner)
+      store_acc<Op, typename R::In>(out, out_at[o] + at * l.out_inner, tile[o * pitch + (pair & (kI - 1))]);
   }
 }
 
@@ -1539,7 +1557,7 @@ cudaError_t launch_step(const Step& s, const ReduceArgs& a) {
       }
     case Kernel::TransposeTiles:
       if (s.V != kTransposeV<R>) return cudaErrorInvalidValue;
-      return launch(transpose_tile_kernel<R>, x, l, s.inner_tiles, s.flag, sink);
+      return launch(transpose_tile_kernel<R>, x, l, s.inner_tiles, s.flag, s.team, sink);
     case Kernel::Slabs:
       return launch(slab_kernel<R>, x, l, s.slabs, sink);
     case Kernel::ShortRows:
