@@ -738,7 +738,7 @@ template <class In, class Mid, class Op, int64_t kB>
   for (int64_t b = 0; b < rest; ++b) lo[b] = Op::identity();
   for (int64_t k = 0; k < rows; ++k) {
     const In* row = x + k * stride;
-    for (int64_t b = 0; b < rest; ++b) lo[b] = reduce_one<Op>(lo[b], L::apply(row[b]), r0 + k);
+    for (int64_t b = 0; b < rest; ++b) lo[b] = reduce_one<Op>(lo[b], short_load<In, Mid, typename Op::value_t>(row[b]), r0 + k);
   }
   for (int64_t b = 0; b < rest; ++b) acc[b] = Op::combine(acc[b], lo[b]);
 }
@@ -973,7 +973,8 @@ void generic_column_segment(const In* base, const Layout3& l, int64_t r_begin, i
       }
       for (; j < width; ++j) {
         Acc lo = Op::identity();
-        for (int64_t k = 0; k < rows; ++k) lo = reduce_one<Op>(lo, L::apply(base[(r1 + k) * l.in_reduced + j]), r1 + k);
+        for (int64_t k = 0; k < rows; ++k)
+          lo = reduce_one<Op>(lo, short_load<In, Mid, typename Op::value_t>(base[(r1 + k) * l.in_reduced + j]), r1 + k);
         acc[j] = Op::combine(acc[j], lo);
       }
       continue;
@@ -991,6 +992,14 @@ void generic_column_segment(const In* base, const Layout3& l, int64_t r_begin, i
     for (int64_t j = 0; j < width; ++j) acc[j] = Op::combine(acc[j], low[j]);
   }
 }
+
+// Narrower float16 columns of max and min over a dim, argmax and argmin go to the generic loop,
+// its elements through half_table: sum_simd's extrema pad each row's columns into a vector, then
+// the positions' pass converts every element in scalar code. On 2 threads, us: min over dim -2
+// of (512, 40, 3) 208 -> 110 (torch 35-54), max over dim 1 of (64, 300, 5) 240 -> 97 (torch
+// 43-73). Not float32 or bfloat16: argmin over dim 1 of (224, 512, 7) float32 342-574 -> 909-954,
+// argmax over dim 1 of (4096, 64, 4) bfloat16 800-1232 -> 1527-1846.
+inline constexpr int64_t kSimdLeastWidth = 8;
 
 // Columns (inner > 1): a task owns a strip of up to kWidth adjacent outputs of one outer index
 // (16 KB of accumulators; each row of the strip a contiguous read when the inner run is) and one
@@ -1023,13 +1032,14 @@ void reduce_columns(const In* x, const Layout3& l, const Sink& out) {
   }
   const int64_t width_max = std::min(strip, l.inner);  // of any strip
   constexpr bool kExtremumInto = extremum_into<In, Mid, Op>();
+  constexpr bool kNarrowGeneric = kSimdExtremaPositions<In, Mid, Op> && std::is_same_v<In, c10::Half>;
   const int64_t strips = (l.inner + strip - 1) / strip;
   // The accumulators of segment g of strip s of outer index o, into acc[0, width).
   const auto segment = [&](int64_t o, int64_t s, int64_t g, Acc* acc) {
     const int64_t i0 = s * strip, width = std::min(strip, l.inner - i0);
     const In* base = x + l.outer_in(o) + i0 * l.in_inner;
     const int64_t r0 = g * kSegment, end = std::min(l.reduced, r0 + kSegment);
-    if (l.in_inner == 1 &&
+    if (l.in_inner == 1 && (width >= kSimdLeastWidth || !kNarrowGeneric) &&
         simd_column_segment<In, Mid, Op, kWidth>(base + r0 * l.in_reduced, l.in_reduced, end - r0, width, r0, acc))
       return width;
     generic_column_segment<In, Mid, Op, kWidth>(base, l, r0, end, width, acc);
