@@ -547,43 +547,32 @@ row_partials_kernel(const typename R::Acc* partials, int segments, Layout3 l, Si
 // vectors of V elements (16 or 8 bytes; the last outputs of a row, fewer than V, are another
 // launch with V = 1). The Y threads of a column are combined in y order; with one split that
 // is the result, else the split's partial, at [split][o][i].
-// Kept lean on purpose: with the partial-vector path inside, 64-bit division for o and one
-// store per output, bfloat16 took 62 registers and was 5-10% slower than torch on
-// (128, 65536) and (32, 4096, 4096) over dim 0; now 1.00x and 1.07x.
+// columns_rows loads a thread's rows, columns_store combines the Y threads of each column and
+// stores. Kept lean on purpose: with the partial-vector path inside, 64-bit division for o and
+// one store per output, bfloat16 took 62 registers and was 5-10% slower than torch on (128,
+// 65536) and (32, 4096, 4096) over dim 0; now 1.00x and 1.07x.
+//
+// Rows r, r + Y, ... below r_end of a thread's V outputs from i0 of outer index o into acc, U loads
+// in flight (columns_kernel).
 template <class R, int V, int U>
-__global__ void __launch_bounds__(kColumnsBlock, kMinBlocksOf<R>)
-columns_kernel(const typename R::In* x, Layout3 l, unsigned column_blocks, int64_t first, int64_t end,
-               int64_t per_split, Sink out) {
+__device__ __forceinline__ void columns_rows(const typename R::In* x, const Layout3& l, unsigned o, int64_t i0,
+                                             int64_t r, int64_t r_end, typename R::Acc (&acc)[V]) {
   using In = typename R::In;
   using Op = typename R::Op;
-  using Acc = typename R::Acc;
   constexpr int kBytes = V * int(sizeof(In));
-  static_assert(V == 1 || kBytes == 16 || kBytes == 8, "elements, or 16- or 8-byte vectors");
   using Load = std::conditional_t<V == 1, In, std::conditional_t<kBytes == 16, uint4, uint2>>;
-  const unsigned o = blockIdx.x / column_blocks;  // 32-bit: the grid's x is below 2^31
-  const int X = blockDim.x, Y = blockDim.y;
-  // The first output of column c of the block, and where output i of outer index o goes: the
-  // split's partial at [split][o][i], or the result.
-  const auto column_output = [&](int c) { return first + (int64_t(blockIdx.x - o * column_blocks) * X + c) * V; };
-  const auto out_at = [&](int64_t i) {
-    return gridDim.y > 1 ? (int64_t(blockIdx.y) * l.outer + o) * l.inner + i : l.outer_out(o) + l.inner_out(i);
-  };
-  const int64_t i0 = column_output(threadIdx.x);
-  const int64_t r_end = min64(l.reduced, (blockIdx.y + 1) * per_split);
-  Acc acc[V];
-#pragma unroll
-  for (int j = 0; j < V; ++j) acc[j] = Op::identity();
+  const int Y = blockDim.y;
   // Row `r` of the reduced dim (its position, for indexed operators).
-  const auto add = [&](const Load& v, int64_t r) {
+  const auto add = [&](const Load& v, int64_t row) {
     if constexpr (V == 1) {
-      element_into<R>(acc[0], v, r);
+      element_into<R>(acc[0], v, row);
     } else {
       typename R::Value t[16 / sizeof(In)];
       if constexpr (kBytes == 16) convert_vector<In, typename R::Mid>(v, t);
       else convert_vector<In, typename R::Mid>(uint4{v.x, v.y, 0u, 0u}, t);  // the upper half unused
 #pragma unroll
       for (int j = 0; j < V; ++j) {
-        if constexpr (is_indexed_v<Op>) acc[j] = Op::reduce_at(acc[j], t[j], r);
+        if constexpr (is_indexed_v<Op>) acc[j] = Op::reduce_at(acc[j], t[j], row);
         else acc[j] = Op::reduce(acc[j], t[j]);
       }
     }
@@ -616,74 +605,70 @@ columns_kernel(const typename R::In* x, Layout3 l, unsigned column_blocks, int64
       pending = 0;
     }
   };
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  // With splits a combine kernel follows: wait, then let it launch, as row_segments_kernel
-  // ((65536, 128) float32 over dim 0, graph replays: 9.4 -> 8.4 us a call, with the combine's
-  // own trigger, chain_next_call). Small grids launch the same way (plan_reduce.h); launched
-  // plainly, both calls return at once. The wait comes after the indexes, as small_kernel's
-  // (hot, H200: mean over dim 1 of (96, 128, 7) float32 1.90 -> 1.81 us, of (56, 512, 40)
-  // bfloat16 2.78 -> 2.67; inf-norm over dim 0 of (224, 3, 768) bfloat16 2.63 -> 2.52).
-  cudaGridDependencySynchronize();
-  cudaTriggerProgrammaticLaunchCompletion();
-#endif
-  if (i0 < end) {
-    int64_t r = blockIdx.y * per_split + threadIdx.y;
-    // Rows r, r + Y, ..., r + (U - 1) Y: U loads in flight, each `step` elements on.
-    const int64_t step = Y * l.in_reduced;
-    const In* p = x + l.outer_in(o) + i0 * l.in_inner + r * l.in_reduced;
-    const auto at = [&](int u) {
-      if constexpr (V == 1) return p[u * step];
-      else return __ldg(reinterpret_cast<const Load*>(p + u * step));
-    };
-    for (; r + (U - 1) * Y < r_end; r += U * Y, p += U * step) {
-      Load v[U];
+  // Rows r, r + Y, ..., r + (U - 1) Y: U loads in flight, each `step` elements on.
+  const int64_t step = Y * l.in_reduced;
+  const In* p = x + l.outer_in(o) + i0 * l.in_inner + r * l.in_reduced;
+  const auto at = [&](int u) {
+    if constexpr (V == 1) return p[u * step];
+    else return __ldg(reinterpret_cast<const Load*>(p + u * step));
+  };
+  for (; r + (U - 1) * Y < r_end; r += U * Y, p += U * step) {
+    Load v[U];
 #pragma unroll
-      for (int u = 0; u < U; ++u) v[u] = at(u);
-      if constexpr (kGroupLoads<R>) {
-        // Each output's U values reduced together, then one combine (see kGroupLoads).
-        typename R::Value t[U][V];
-#pragma unroll
-        for (int u = 0; u < U; ++u) {
-          if constexpr (V == 1) {
-            t[u][0] = R::value(v[u]);
-          } else {
-            typename R::Value w[16 / sizeof(In)];
-            if constexpr (kBytes == 16) convert_vector<In, typename R::Mid>(v[u], w);
-            else convert_vector<In, typename R::Mid>(uint4{v[u].x, v[u].y, 0u, 0u}, w);
-#pragma unroll
-            for (int j = 0; j < V; ++j) t[u][j] = w[j];
-          }
-        }
-#pragma unroll
-        for (int j = 0; j < V; ++j) {
-          typename R::Value column[U];
-#pragma unroll
-          for (int u = 0; u < U; ++u) column[u] = t[u][j];
-          acc[j] = Op::combine(acc[j], reduce_values<Op>(column));
-        }
-      } else if constexpr (kPacked) {
-#pragma unroll
-        for (int u = 0; u < U; ++u) add_packed(v[u]);
-        pending += U;
-        if (pending > 256 - U) flush();
-      } else {
-#pragma unroll
-        for (int u = 0; u < U; ++u) add(v[u], r + u * Y);
-      }
-    }
-    if (r < r_end) {  // the last rows, loaded together
-      Load v[U];
-#pragma unroll
-      for (int u = 0; u < U; ++u) v[u] = r + u * Y < r_end ? at(u) : Load{};
+    for (int u = 0; u < U; ++u) v[u] = at(u);
+    if constexpr (kGroupLoads<R>) {
+      // Each output's U values reduced together, then one combine (see kGroupLoads).
+      typename R::Value t[U][V];
 #pragma unroll
       for (int u = 0; u < U; ++u) {
-        if constexpr (kPacked) add_packed(v[u]);  // (loads not made are zeros: they count nothing)
-        else if (r + u * Y < r_end) add(v[u], r + u * Y);
+        if constexpr (V == 1) {
+          t[u][0] = R::value(v[u]);
+        } else {
+          typename R::Value w[16 / sizeof(In)];
+          if constexpr (kBytes == 16) convert_vector<In, typename R::Mid>(v[u], w);
+          else convert_vector<In, typename R::Mid>(uint4{v[u].x, v[u].y, 0u, 0u}, w);
+#pragma unroll
+          for (int j = 0; j < V; ++j) t[u][j] = w[j];
+        }
       }
+#pragma unroll
+      for (int j = 0; j < V; ++j) {
+        typename R::Value column[U];
+#pragma unroll
+        for (int u = 0; u < U; ++u) column[u] = t[u][j];
+        acc[j] = Op::combine(acc[j], reduce_values<Op>(column));
+      }
+    } else if constexpr (kPacked) {
+#pragma unroll
+      for (int u = 0; u < U; ++u) add_packed(v[u]);
+      pending += U;
+      if (pending > 256 - U) flush();
+    } else {
+#pragma unroll
+      for (int u = 0; u < U; ++u) add(v[u], r + u * Y);
     }
-    flush();
   }
+  if (r < r_end) {  // the last rows, loaded together
+    Load v[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) v[u] = r + u * Y < r_end ? at(u) : Load{};
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      if constexpr (kPacked) add_packed(v[u]);  // (loads not made are zeros: they count nothing)
+      else if (r + u * Y < r_end) add(v[u], r + u * Y);
+    }
+  }
+  flush();
+}
 
+// The Y threads of each column of columns_kernel combined in y order, then each output's value
+// stored at out_at(i) (i from column_output(c), below `end`).
+template <class R, int V, class ColumnOutput, class OutAt>
+__device__ __forceinline__ void columns_store(typename R::Acc (&acc)[V], const Layout3& l, int64_t i0, int64_t end,
+                                              const ColumnOutput& column_output, const OutAt& out_at, Sink out) {
+  using Op = typename R::Op;
+  using Acc = typename R::Acc;
+  const int X = blockDim.x, Y = blockDim.y;
   // Output j of thread t is parked at [j][t]: a warp's accesses are consecutive words, free of
   // bank conflicts (at [t][j] they were V-way conflicts).
   __shared__ Acc parked[V][kColumnsBlock];
@@ -749,6 +734,41 @@ columns_kernel(const typename R::In* x, Layout3 l, unsigned column_blocks, int64
 #pragma unroll
     for (int j = 0; j < V; ++j) store_acc<Op, typename R::In>(out, out_at(i0 + j), acc[j]);
   }
+}
+
+template <class R, int V, int U>
+__global__ void __launch_bounds__(kColumnsBlock, kMinBlocksOf<R>)
+columns_kernel(const typename R::In* x, Layout3 l, unsigned column_blocks, int64_t first, int64_t end,
+               int64_t per_split, Sink out) {
+  using Op = typename R::Op;
+  using Acc = typename R::Acc;
+  static_assert(V == 1 || V * sizeof(typename R::In) == 16 || V * sizeof(typename R::In) == 8,
+                "elements, or 16- or 8-byte vectors");
+  const unsigned o = blockIdx.x / column_blocks;  // 32-bit: the grid's x is below 2^31
+  const int X = blockDim.x;
+  // The first output of column c of the block, and where output i of outer index o goes: the
+  // split's partial at [split][o][i], or the result.
+  const auto column_output = [&](int c) { return first + (int64_t(blockIdx.x - o * column_blocks) * X + c) * V; };
+  const auto out_at = [&](int64_t i) {
+    return gridDim.y > 1 ? (int64_t(blockIdx.y) * l.outer + o) * l.inner + i : l.outer_out(o) + l.inner_out(i);
+  };
+  const int64_t i0 = column_output(threadIdx.x);
+  const int64_t r_end = min64(l.reduced, (blockIdx.y + 1) * per_split);
+  Acc acc[V];
+#pragma unroll
+  for (int j = 0; j < V; ++j) acc[j] = Op::identity();
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  // With splits a combine kernel follows: wait, then let it launch, as row_segments_kernel
+  // ((65536, 128) float32 over dim 0, graph replays: 9.4 -> 8.4 us a call, with the combine's
+  // own trigger, chain_next_call). Small grids launch the same way (plan_reduce.h); launched
+  // plainly, both calls return at once. The wait comes after the indexes, as small_kernel's
+  // (hot, H200: mean over dim 1 of (96, 128, 7) float32 1.90 -> 1.81 us, of (56, 512, 40)
+  // bfloat16 2.78 -> 2.67; inf-norm over dim 0 of (224, 3, 768) bfloat16 2.63 -> 2.52).
+  cudaGridDependencySynchronize();
+  cudaTriggerProgrammaticLaunchCompletion();
+#endif
+  if (i0 < end) columns_rows<R, V, U>(x, l, o, i0, blockIdx.y * per_split + threadIdx.y, r_end, acc);
+  columns_store<R, V>(acc, l, i0, end, column_output, out_at, out);
 }
 
 // Small reductions (up to Tuning::small_elements elements in all, small_count a result), any layout, in
