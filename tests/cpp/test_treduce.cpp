@@ -420,11 +420,11 @@ void check_plans() {
   no_block_partials.block_partials_least = int64_t(1) << 40;
   p = plan_reduce(h100, f32_sum, plan_input({16, 64, 1000}, {128000, 2000, 1}, {0, 1, 2}), no_block_partials);
   expect(kernels(p) == "rows_kernel + column_partials_kernel", "plan: ... 32 threads an output without: " + kernels(p));
-  // Small columns: threads down until each has at most 4 rows (56 rows: 16 down, 3.5 rows each).
+  // Small columns: threads down until each has at most 8 rows (56 rows: 8 down, 7 rows each).
   p = plan_of({56, 1792}, {1792, 1}, {0});
-  expect(kernels(p) == "columns_kernel" && p.step[0].block[1] == 16 && p.step[0].block[0] == 16 &&
-             p.step[0].grid[0] == 112 && p.step[0].grid[1] == 1,
-         "plan: (56, 1792) over dim 0 is small columns, 16 threads down: " + plan_json(p));
+  expect(kernels(p) == "columns_kernel" && p.step[0].block[1] == 8 && p.step[0].block[0] == 32 &&
+             p.step[0].grid[0] == 56 && p.step[0].grid[1] == 1,
+         "plan: (56, 1792) over dim 0 is small columns, 8 threads down: " + plan_json(p));
   // The tuning table's trial line (TREDUCE_TUNING): names and positive integers, else nothing
   // applied.
   Tuning t;

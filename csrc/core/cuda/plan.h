@@ -172,8 +172,15 @@ struct Tuning {
   int64_t block_partials_outputs = 16, block_partials_least = 256;
   // Small columns of 32 to 8 * kColumnsMaxY rows and up to 2^19 elements: an output a thread, one
   // pass (H200, logsumexp over dim 0 of (128, 3584) bfloat16 3.53 -> 2.28 us), threads down
-  // each column until a thread has at most small_columns_per_thread rows (4: a round of loads).
-  int64_t small_columns_most = int64_t(1) << 19, small_columns_per_thread = 4;
+  // each column until a thread has at most small_columns_per_thread rows (8: two rounds of four
+  // loads). 8 rather than 4 (half the threads down, twice the columns a block, a combine level
+  // less): in CUDA graphs, H200, the same library both ways, us: argmin over dim -3 of (4, 64,
+  // 2048).permute(1, 2, 0) float32 3.62 -> 2.67, var_mean over dim 0 of (8, 49,
+  // 1024).transpose(1, 0) bfloat16 3.43 -> 2.45, argmax over dim -3 of (64, 1023, 8).transpose(2,
+  // 1) float32 3.71 -> 2.71, sum over dim -4 of (40, 4, 32, 16).transpose(2, 3) float32 2.07 ->
+  // 1.90; the 9 other cases it changed within 0.96-1.03x (random shapes seeds 40127, 17377,
+  // 36107, 93911, 66071, 31907, tuning trials).
+  int64_t small_columns_most = int64_t(1) << 19, small_columns_per_thread = 8;
   // A few results interleaved in one long run, read as rows of k results (fold_interleaved):
   // from 4 MiB, rows of at least 1024 bytes, at least 256 rows left (H200, mean over dims 0-1
   // of (2048, 4096, 7) float32 123 -> 61.8 us; nansum of (8192, 7, 8) bfloat16, 0.9 MB, lost).
