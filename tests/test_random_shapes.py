@@ -390,6 +390,32 @@ def test_maps_and_short_rows_of_every_op_kind(device):
             assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1]), where
 
 
+@pytest.mark.parametrize("device", DEVICES)
+def test_extrema_over_short_rows_of_whole_vectors(device):
+    # Rows of up to 32 elements, contiguous or through two outer runs, in every dtype the CPU's
+    # vector extrema take: rows of whole 32-byte vectors (and float16 rows from 8) go to the
+    # vector kernels' blocks of rows, the rest element by element (reduce_cpu.cpp's
+    # vector_short_rows). amax, amin and aminmax against torch, exactly; NaNs in the float rows.
+    gen, seed = fresh_generator(device)
+    dtypes = (torch.float32, torch.float16, torch.bfloat16, torch.float64, torch.int8, torch.uint8, torch.int16,
+              torch.int32, torch.int64)
+    for width in (4, 8, 12, 16, 32):
+        base = torch.randn(67, 3, width, generator=gen, device=device).mul(60)
+        nan = torch.rand(67, 3, width, generator=gen, device=device) < 0.01
+        for dtype in dtypes:
+            x = base.to(dtype) if dtype != torch.uint8 else base.abs().to(dtype)
+            if dtype.is_floating_point:
+                x = x.masked_fill(nan, float("nan"))
+            for view in (x.permute(1, 0, 2), x.reshape(3, 67, width)):
+                where = (width, dtype, view.stride(), seed)
+                for got, want in ((torch_reduce.amax(view, 2), torch.amax(view, 2)),
+                                  (torch_reduce.amin(view, 2), torch.amin(view, 2))):
+                    assert torch.equal(got.isnan(), want.isnan()) and torch.equal(got.nan_to_num(), want.nan_to_num()), where
+                got, want = torch_reduce.aminmax(view, dim=2), torch.aminmax(view, dim=2)
+                for g, w in zip(got, want):
+                    assert torch.equal(g.isnan(), w.isnan()) and torch.equal(g.nan_to_num(), w.nan_to_num()), where
+
+
 @cuda_only
 def test_tuning_line_from_the_environment():
     # TREDUCE_TUNING changes the planner's table for the process (trials without a rebuild); a

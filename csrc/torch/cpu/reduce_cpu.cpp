@@ -652,6 +652,29 @@ void short_rows(const In* x, const Layout3& l, const Sink& out, const RowBlocks&
   });
 }
 
+// Contiguous rows of up to kShortRow elements that the vector kernels' blocks of rows take
+// rather than short_rows: extrema over rows of whole 32-byte vectors of sum_simd's lanes (8 of
+// float, in which 16-bit floats are taken, 4 of double, 16 of int16, 32 of int8; int64 from 4
+// vectors, its compares being emulated), and float16 sums and extrema from 8 elements (short_rows
+// converts each element by itself). 2 threads, rows of (3, 4096, w), us, element at a time ->
+// vector rows (torch): aminmax float32 w 16 278 -> 34-38 (179-223), float16 w 8 299 -> 35-38
+// (115-138), float64 w 8 231 -> 36 (about 80); amax bfloat16 w 16 99 -> 30-36 (223-240), int32 w 8
+// 25 -> 22-30 (32-44); float16 sum w 16 193 -> 78 (66-75). Not rows of parts of vectors: amax
+// float32 w 12 70 -> 106, int32 w 12 18 -> 82, int8 w 16 39 -> 92; nor sums of other types (float32
+// w 8 15 -> 162: the short rows' sum is of doubles, the vector kernel's wide).
+template <class In, class Mid, class Op, class Chunk>
+bool vector_short_rows(int64_t n) {
+  constexpr bool kExtrema = kSimdExtremaRows<In, Mid, Op>;
+  if (std::is_same_v<In, c10::Half> && (kExtrema || kSimdRows<In, Mid, Chunk>)) return n >= 8;
+  if constexpr (!kExtrema) {
+    return false;
+  } else {
+    constexpr int64_t kLanes = 32 / int64_t(sizeof(In) == 2 && !std::is_integral_v<In> ? 4 : sizeof(In));
+    const int64_t least = std::is_same_v<In, int64_t> ? 4 * kLanes : kLanes;
+    return n >= least && n % kLanes == 0;
+  }
+}
+
 // Rows (inner == 1; a full reduction is one row): each row in chunks of kChunk on all threads,
 // then each row's chunk results combined pairwise in chunk order.
 template <class In, class Mid, class Op>
@@ -670,6 +693,7 @@ void reduce_rows(const In* x, const Layout3& l, const Sink& out) {
                                  out_step = b.run.out_step;
   int64_t short_row = 4 * kShortRow;
   if (kVectorChunk<In, Mid, Chunk> && l.in_reduced == 1) short_row = kSimdExpSum<In, Mid, Op> ? kShortExpRow : kShortRow;
+  if (l.in_reduced == 1 && vector_short_rows<In, Mid, Op, Chunk>(l.reduced)) short_row = 0;
   if (l.reduced <= short_row) return short_rows<In, Mid, Op>(x, l, out, b);
   if constexpr (kSimdRows<In, Mid, Chunk> || kSimdExtremaRows<In, Mid, Op> || kSimdNonzero<In, Mid, Chunk> ||
                 kSimdExpSum<In, Mid, Op>) {
