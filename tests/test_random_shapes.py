@@ -416,6 +416,24 @@ def test_extrema_over_short_rows_of_whole_vectors(device):
                     assert torch.equal(g.isnan(), w.isnan()) and torch.equal(g.nan_to_num(), w.nan_to_num()), where
 
 
+@pytest.mark.parametrize("device", DEVICES)
+def test_integer_column_sums_at_the_extremes(device):
+    # Sums over columns of 1- and 2-byte integers, every element at the type's minimum or
+    # maximum: on the CPU groups of 8 to 16 rows add in 32-bit lanes before the int64
+    # accumulators (reduce_cpu.cpp's kNarrowGroupSums); 3 to 40 rows, widths off multiples of 32.
+    gen, seed = fresh_generator(device)
+    for dtype in (torch.int8, torch.uint8, torch.int16):
+        info = torch.iinfo(dtype)
+        for rows in (3, 8, 15, 16, 17, 40):
+            for width in (31, 32, 97):
+                pick = torch.rand(rows, width, generator=gen, device=device) < 0.5
+                low = torch.full((rows, width), info.min, dtype=dtype, device=device)
+                x = torch.where(pick, low, torch.full_like(low, info.max))
+                for view, dim in ((x, 0), (x.t().contiguous().t(), 0), (x.reshape(1, rows, width), 1)):
+                    got, want = torch_reduce.sum(view, dim=dim), torch.sum(view, dim)
+                    assert got.dtype == want.dtype and torch.equal(got, want), (dtype, rows, width, seed)
+
+
 @cuda_only
 def test_tuning_line_from_the_environment():
     # TREDUCE_TUNING changes the planner's table for the process (trials without a rebuild); a
