@@ -12,6 +12,8 @@ Sources and flags come from csrc/build.txt, shared with CMakeLists.txt.
 TREDUCE_ANY_TORCH=1 builds against a torch outside the supported range, untested.
 TREDUCE_NVCC_CACHE=FOLDER keeps the CUDA objects there and reuses them in a build against another
 torch (they include no torch header; scripts/nvcc_cache.py says when one is reused).
+TREDUCE_LINEINFO=0 leaves out the CUDA line tables (-lineinfo): the same kernels, without the
+source lines compute-sanitizer and ncu name; compressed, the library is several times smaller.
 TREDUCE_CUDA_CHECK_ONLY=1 compiles the CUDA sources as a check only (PTX, device code not
 optimized; scripts/nvcc_cache.py): for CI, which has no GPU; not a library to run kernels with.
 """
@@ -112,6 +114,8 @@ def extension():
     # would pass C++20, 2.11's C++17; CMakeLists.txt sets 17 too): they include no torch header,
     # so their objects are the same for every torch, and TREDUCE_NVCC_CACHE can reuse them.
     args["nvcc"] = build.get("nvcc_flag", []) + ["-std=c++17"]
+    if os.environ.get("TREDUCE_LINEINFO") == "0":
+        args["nvcc"] = [flag for flag in args["nvcc"] if flag != "-lineinfo"]
     return CUDAExtension(
         "torch_reduce._C",
         sources,

@@ -2,8 +2,9 @@
 # The library built here, on a machine without a GPU, for a GPU machine to run as it is: against
 # the torch release that machine has (in the venv scripts/check_torch.sh makes for it), for its
 # GPU architecture, from the working tree (tracked files, uncommitted changes too; `git add` new
-# ones), stripped of debug sections and xz-compressed beside its build record (about 60 MB for
-# sm_90). A GPU machine then spends no time building (about 6 minutes of 16 cores there); here the
+# ones), stripped of debug sections and xz-compressed beside its build record; without the CUDA
+# line tables unless TREDUCE_LINEINFO=1 (setup.py), which compress poorly: with them the library
+# for sm_90 reached 67 MB compressed (an instantiation unit 3.3 MB, without them 0.5). A GPU machine then spends no time building (about 6 minutes of 16 cores there); here the
 # build is incremental, in a tree of its own under build/prebuilt kept between runs: a change to
 # kernels/dims.cuh recompiles the 18 CUDA units that include it, about 20 minutes on 2 cores.
 #
@@ -38,7 +39,7 @@ git ls-files -z | while IFS= read -r -d '' f; do
   fi
 done
 find "$tree/build" \( -path "*csrc/core/cuda/*.o" -o -path "*build/units/*.o" \) -delete 2>/dev/null || true
-(cd "$tree" && TORCH_CUDA_ARCH_LIST=$archs MAX_JOBS=${MAX_JOBS:-$(nproc)} \
+(cd "$tree" && TORCH_CUDA_ARCH_LIST=$archs MAX_JOBS=${MAX_JOBS:-$(nproc)} TREDUCE_LINEINFO=${TREDUCE_LINEINFO:-0} \
   TREDUCE_NVCC_CACHE=${TREDUCE_NVCC_CACHE:-$ROOT/build/nvcc-cache} \
   "$venv/bin/python" setup.py build_ext --inplace > build.log 2>&1) || { tail -30 "$tree/build.log"; exit 1; }
 strip --strip-debug -o "$tree/stripped.so" "$tree/torch_reduce/_C.abi3.so"
