@@ -97,6 +97,12 @@ DIMS_CASES = [
     ("long narrow columns", lambda d: _small_ints((5, 20011, 28), d), 1),
     ("narrow columns (slabs)", lambda d: _small_ints((3001, 3, 28), d).permute(0, 2, 1), -1),
     ("few short reductions (small tiles)", lambda d: _small_ints((8, 224, 40), d).permute(0, 2, 1), 0),
+    # Short columns of whole vectors (short_columns_kernel), the outer index through one run and
+    # two; transposed rows of two and four 16-byte words (tile_kernel, a row's words at once).
+    ("short columns of vectors", lambda d: _small_ints((45001, 3, 16), d)[1:], 1),
+    ("short columns, two outer runs", lambda d: _small_ints((6500, 7, 2, 16), d).transpose(0, 1), 2),
+    ("transposed rows of 8", lambda d: _small_ints((20000, 16, 8), d).transpose(1, 0), -1),
+    ("transposed rows of 16", lambda d: _small_ints((20000, 16, 16), d).transpose(1, 0), -1),
     # argmax and argmin over every dim of a view, read in logical order (no copy); over a dim of
     # one element (zeros, a kernel).
     ("every dim of a transposed view", lambda d: _small_ints((3, 96, 17), d).transpose(0, 1), None),

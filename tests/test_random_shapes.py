@@ -288,7 +288,8 @@ def check_op_kinds(x, dim, n, where, equal_nan=False):
 def test_transposed_packed_rows():
     # Short rows packed along a kept run whose results are apart, the result's contiguous run
     # another (layout.h's packed_rows_transposed): transpose tiles along the packed run, element
-    # loads. Row lengths 2-16, runs off the tile's multiples, every op kind against torch:
+    # loads; rows of two to four whole 16-byte words tiles along the result's run, a thread a row
+    # (Tuning::tile_words_least_bytes). Row lengths 2-16, runs off the tile's multiples, every op kind against torch:
     # integers, extrema and positions exact (ties among int8's values), float sums against
     # float64, var against float64.
     gen, seed = fresh_generator("cuda")
@@ -297,7 +298,9 @@ def test_transposed_packed_rows():
         for dtype in (torch.float32, torch.float16, torch.int8):
             x = base.to(dtype).transpose(2, 0)
             where = (rows, cols, width, dtype, seed)
-            assert kernels(torch_reduce.explain(x, 0)) == ["transpose_tile_kernel"], where
+            row_bytes = width * x.element_size()
+            words = row_bytes >= 32 and row_bytes % 16 == 0
+            assert kernels(torch_reduce.explain(x, 0)) == ["tile_kernel" if words else "transpose_tile_kernel"], where
             check_op_kinds(x, 0, width, where, equal_nan=True)
 
 
@@ -756,6 +759,96 @@ def test_dense_short_rows_against_torch(device):
                 problem = random_shapes.check(case, v, ours_fn(v), random_shapes.reference(case, v))
                 if problem:
                     failures.append(f"{op} {dtype} {tuple(v.shape)} offset {v.storage_offset()}: {problem}")
+    assert not failures, f"seed {seed}:\n" + "\n".join(failures)
+
+
+SHORT_OPS = [("sum", "int64"), ("mean", "bfloat16"), ("var_mean", "float32"), ("argmax", "int16"),
+             ("aminmax", "uint8"), ("logsumexp", "float16"), ("prod", "float64"), ("any", "bool"), ("std", "float16"),
+             ("amin", "int8"), ("nansum", "bfloat16"), ("count_nonzero", "int32"), ("argmin", "float32"),
+             ("max", "bfloat16"), ("vector_norm", "float32"), ("sum", "uint8")]
+ORDS = {"vector_norm": 2.0}
+
+
+def check_views(case, views, device, kernel, failures, label=""):
+    """Each view against torch; on CUDA, views whose data is 16-byte aligned planned on `kernel`."""
+    _, ours_fn = random_shapes.calls(case)
+    for v in views:
+        if device == "cuda" and kernel and v.data_ptr() % 16 == 0:
+            got = kernels(torch_reduce.explain(v, case.dim, case.op))
+            if got != [kernel]:
+                failures.append(f"{case.label()}{label} {tuple(v.shape)} {v.stride()}: planned {got}")
+        problem = random_shapes.check(case, v, ours_fn(v), random_shapes.reference(case, v))
+        if problem:
+            failures.append(f"{case.label()}{label} {tuple(v.shape)} {v.stride()} offset {v.storage_offset()}: {problem}")
+
+
+def with_specials(x, gen, op):
+    """x (contiguous) with a NaN and an infinity at random places (floats), else x. No infinity
+    for the variance's operators, whose mean with one torch makes inf or NaN by the order its
+    Welford's meets the values."""
+    if not x.dtype.is_floating_point:
+        return x
+    y = x.clone().view(-1)
+    at = torch.randint(0, y.numel(), (2,), generator=gen, device=x.device)
+    y[at[0]] = float("nan")
+    if op not in ("var", "std", "var_mean", "std_mean"):
+        y[at[1]] = float("inf")
+    return y.view(x.shape)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_short_columns_of_vectors_against_torch(device):
+    # Columns of 2 to 8 rows whose rows are whole 16-byte vectors narrower than 128 bytes (CUDA:
+    # short_columns_kernel, a vector of results a thread over (outer, inner) flattened): every
+    # operator kind and input width, outer counts that do not fill the last block, the outer
+    # index through one run and through two (the result's order differs from memory's), a view
+    # one outer index in (still aligned), one element in (not aligned: another kernel), and NaN
+    # and infinity.
+    gen, seed = fresh_generator(device)
+    failures = []
+    for k, (op, dtype) in enumerate(SHORT_OPS):
+        per = 16 // getattr(torch, dtype).itemsize
+        for reduced in (2, 3, 5, 8):
+            inner = per * (1 + (k + reduced) % 3)
+            if inner * getattr(torch, dtype).itemsize >= 128:
+                inner = per
+            # CUDA: past the small kernel's 2^19 elements and its one pass where slabs would have
+            # fewer blocks than multiprocessors (the CPU has no such bound: smaller)
+            outer = (1 << (21 if device == "cuda" else 14)) // (reduced * inner) + 37 + 2 * k
+            case = Case(op, [outer, reduced, inner], "contiguous", [], 1, dtype, ORDS.get(op))
+            x = with_specials(random_shapes.make_input(case, device, gen), gen, op)
+            check_views(case, [x, x[1:]], device, "short_columns_kernel", failures)
+            check_views(case, [x.view(-1)[1:1 + (outer - 1) * reduced * inner].view(outer - 1, reduced, inner)], device,
+                        None, failures, " misaligned")
+            # two outer runs: (a, b) in the result, b outermost in memory
+            a, b = 7, outer // 7 + 1
+            two = Case(op, [b, a, reduced, inner], "transpose", [0, 1], 2, dtype, ORDS.get(op))
+            check_views(two, [random_shapes.make_input(two, device, gen)], device, "short_columns_kernel", failures,
+                        " two runs")
+    assert not failures, f"seed {seed}:\n" + "\n".join(failures)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_transposed_rows_of_words_against_torch(device):
+    # Short rows of 2 to 4 whole 16-byte words whose neighbours in memory are results apart
+    # (CUDA: tile_kernel along the result's run, a thread a row, its words loaded at once): rows
+    # of 32, 48 and 64 bytes, every operator kind, and one element in (not aligned: another
+    # kernel).
+    gen, seed = fresh_generator(device)
+    failures = []
+    for k, (op, dtype) in enumerate(SHORT_OPS):
+        itemsize = getattr(torch, dtype).itemsize
+        for words in (2, 3, 4):
+            reduced = words * 16 // itemsize
+            if reduced > 16:
+                continue
+            n = (1 << 16) // (16 * reduced) + 29 + k
+            case = Case(op, [n, 16, reduced], "transpose", [1, 0], -1, dtype, ORDS.get(op))
+            x = random_shapes.make_input(case, device, gen)
+            base = x.transpose(1, 0).contiguous().view(-1)
+            shifted = base[1:1 + base.numel() - 16 * reduced].view(n - 1, 16, reduced).transpose(1, 0)
+            check_views(case, [x], device, "tile_kernel", failures)
+            check_views(case, [shifted], device, None, failures, " misaligned")
     assert not failures, f"seed {seed}:\n" + "\n".join(failures)
 
 

@@ -368,6 +368,37 @@ void check_plans() {
   expect(kernels(p) == "columns_kernel + column_partials_kernel" && p.step[0].grid[1] == 27 && p.step[0].per == 1862 &&
              p.step[0].V == 4 && p.step[0].U == 8 && p.step[0].block[0] * p.step[0].block[1] == kNarrowBlock,
          "plan: long narrow columns are split: " + plan_json(p));
+  // Short columns of whole vectors, float16 over dim 1 of (49152, 2, 16): short_columns_kernel, a
+  // vector of 8 results a thread over the 49152 x 2 vectors flattened (384 blocks of 256: 2 or 4
+  // vectors a thread would leave fewer than two a multiprocessor); rows one element off
+  // alignment, or under a Tuning::short_columns_inner_bytes of 128 bytes 128 wide, other kernels.
+  p = plan_reduce(h100, f16_sum, plan_input({49152, 2, 16}, {32, 16, 1}, {1}));
+  expect(kernels(p) == "short_columns_kernel" && p.step[0].grid[0] == 384 && p.step[0].count == 98304 &&
+             p.step[0].per == 2 && p.step[0].block[0] == kShortColumnsBlock,
+         "plan: short columns of whole vectors: " + plan_json(p));
+  p = plan_reduce(h100, f16_sum, plan_input({49152, 2, 15}, {30, 15, 1}, {1}));
+  expect(kernels(p) != "short_columns_kernel", "plan: ... not where rows are not whole vectors: " + kernels(p));
+  Tuning narrow_short;
+  narrow_short.short_columns_inner_bytes = 128;
+  p = plan_reduce(h100, f16_sum, plan_input({8192, 2, 64}, {128, 64, 1}, {1}), narrow_short);
+  expect(kernels(p) != "short_columns_kernel", "plan: ... nor 128 bytes wide under that bound: " + kernels(p));
+  // Wide ones: 4 vectors a thread of 2 rows where that leaves two blocks a multiprocessor (mean
+  // over dim 2 of (1024, 2, 32064).transpose(1, 2), 4008 blocks), 2 of 3 rows, 1 of 5.
+  p = plan_reduce(h100, f16_sum, plan_input({1024, 32064, 2}, {64128, 1, 32064}, {2}));
+  expect(kernels(p) == "short_columns_kernel" && p.step[0].loads == 4 && p.step[0].grid[0] == 4008,
+         "plan: wide short columns, 4 vectors a thread: " + plan_json(p));
+  p = plan_reduce(h100, f16_sum, plan_input({1024, 3, 32064}, {96192, 32064, 1}, {1}));
+  expect(kernels(p) == "short_columns_kernel" && p.step[0].loads == 2, "plan: ... 3 rows, 2: " + plan_json(p));
+  p = plan_reduce(h100, f16_sum, plan_input({1024, 5, 32064}, {160320, 32064, 1}, {1}));
+  expect(kernels(p) == "short_columns_kernel" && p.step[0].loads == 1, "plan: ... 5 rows, 1: " + plan_json(p));
+  // Transposed rows of 8 float32 (32 bytes, two words), sum over dim 2 of (50257, 16,
+  // 8).transpose(1, 0): tiles along the result's run, a thread a row of two 16-byte words; rows
+  // of 4 (one word, under Tuning::tile_words_least_bytes) keep transpose tiles.
+  p = plan_reduce(h100, f32_sum, plan_input({16, 50257, 8}, {8, 128, 1}, {2}));
+  expect(kernels(p) == "tile_kernel" && p.step[0].word == 32 && !p.step[0].a_is_outer && p.step[0].loads == 8,
+         "plan: transposed rows of two words are tiles along the result: " + plan_json(p));
+  p = plan_reduce(h100, f32_sum, plan_input({16, 50257, 4}, {4, 64, 1}, {2}));
+  expect(kernels(p) == "transpose_tile_kernel", "plan: ... rows of one word transpose tiles: " + kernels(p));
   // Rows of 27 (54 bytes, element loads): one pass under a Tuning::columns_one_pass_rows without
   // the bound.
   const PlanInput odd_columns = plan_input({40, 50257, 27}, {1356939, 27, 1}, {1});

@@ -67,6 +67,8 @@ inline constexpr int kMapLoads = 8;
 inline constexpr int kSlabBlock = 256;
 inline constexpr int kSlabBytes = 8192;  // a block's shared memory of slabs
 inline constexpr int kShortRowsBlock = 256;
+inline constexpr int kShortColumnsBlock = 256;
+inline constexpr int kShortColumnsRows = 8;  // the most rows short_columns_kernel takes
 // Dense rows of these lengths go to short_rows_kernel (its instances): 3, 5, 6 and 7, and 2, 4
 // and 8 where a row is less than a 16-byte vector (whole vectors go to whole_rows_kernel).
 constexpr bool short_rows_length(int64_t reduced, int in_bytes) {
@@ -201,6 +203,21 @@ struct Tuning {
   // 912 us, torch.compile 115; amin over the dim of 2 of (2, 32064, 13, 32).transpose(0, 3)
   // uint8 (transpose tiles 128 wide, three lanes in four idle) 135 us, torch.compile 9.9 (H200).
   int64_t transpose_least_inner = 8;
+  // Transposed short rows of whole 16-byte words from this many bytes a row take tiles along
+  // the result, a thread a row (plan_reduce.h's rows).
+  int64_t tile_words_least_bytes = 32;
+  // Short columns of whole vectors narrower than this take short_columns_kernel (plan_reduce.h's
+  // short_columns): any width. In CUDA graphs, H200, us, slabs or columns -> short columns
+  // (torch.compile), the same library both ways: mean over dim -2 of (49152, 2, 16) float16 6.00
+  // -> 4.04 (1.73), any over dim 1 of (5120, 80, 5, 16).transpose(1, 2) float32 51.0 -> 34.7
+  // (33.2); up to 128 bytes wide, then also wider: mean over dim -1 of (1024, 2,
+  // 32064).transpose(1, 2) float16 112.1 -> 83.7 (47.3; the columns kernel issue-bound, 72% of
+  // issue slots and 27% of DRAM's peak, ncu), prod over dim 0 of (3, 80, 224, 1025) float16 39.7
+  // -> 35.1 (35.2), var over dim 1 of (3, 1, 5120, 128).transpose(0, 1) float32 4.86 -> 3.73
+  // (2.21); nothing slower (random shapes seeds 71011 and 40127, tuning trials).
+  int64_t short_columns_inner_bytes = int64_t(1) << 62;
+  // Its threads take vectors until they have this many loads (2 rows: 4 vectors; 3-4 rows: 2).
+  int64_t short_columns_loads = 8;
   // Dense rows of 3, 5, 6 or 7 elements, 16-byte aligned, take short_rows_kernel from this many
   // bytes of input: a thread's rows are a vector's worth, so few rows are few threads (nanmean
   // over rows of 5 of 14336 bfloat16 rows, 1792 threads: 4.62 us against tile_kernel's 3.88,
@@ -255,6 +272,9 @@ inline constexpr TuningField kTuningFields[] = {
     {"quarter_tiles_per_sm", &Tuning::quarter_tiles_per_sm},
     {"slabs_least_bytes", &Tuning::slabs_least_bytes},
     {"transpose_least_inner", &Tuning::transpose_least_inner},
+    {"tile_words_least_bytes", &Tuning::tile_words_least_bytes},
+    {"short_columns_inner_bytes", &Tuning::short_columns_inner_bytes},
+    {"short_columns_loads", &Tuning::short_columns_loads},
     {"short_rows_least_bytes", &Tuning::short_rows_least_bytes},
     {"tile_least_threads", &Tuning::tile_least_threads},
 };
@@ -351,6 +371,7 @@ enum class Kernel : uint8_t {
   VectorWarp,      // small_warp_kernel: a full reduction of up to a warp's worth of vectors
   ShortRows,       // short_rows_kernel<reduced>: dense short rows, a vector's worth of rows a thread
   BlockPartials,   // block_partials_kernel: the partials of each of a few outputs, a block each
+  ShortColumns,    // short_columns_kernel: short columns of whole vectors, 1, 2 or 4 vectors of results a thread
 };
 
 inline const char* kernel_name(Kernel k) {
@@ -360,7 +381,7 @@ inline const char* kernel_name(Kernel k) {
       "two_vector_rows_kernel", "row_segments_kernel", "row_segments_ticket_kernel",
       "row_partials_kernel", "columns_kernel", "column_partials_kernel", "tile_kernel",
       "transpose_tile_kernel", "slab_kernel", "small_warp_kernel", "short_rows_kernel",
-      "block_partials_kernel"};
+      "block_partials_kernel", "short_columns_kernel"};
   return names[int(k)];
 }
 
@@ -410,6 +431,7 @@ struct Step {
   Layout3 layout;  // the layout the step reads
   // The kernel's own parameters (0 where it takes none):
   int team = 0, loads = 0;          // Rows: team; WholeRows: lanes, loads a row; Tiles, Small: the instance;
+                                    // ShortColumns: vectors a thread;
                                     // TransposeTiles: log2 of the lanes along inner
   int V = 0, U = 0;                 // Columns: outputs a thread, loads in flight
   int64_t count = 0;                // segments, splits or partials an output (and blocks, VectorCombine)
@@ -423,6 +445,7 @@ struct Step {
   SmallIndex small{};
   VecSplit split{};                 // VectorBlock, VectorWarp, VectorGrid
   int64_t bytes = 0;                // Fill
+  uint32_t magic = 0, shift = 0;    // ShortColumns: division by `per`, the vectors of a row
 };
 
 inline constexpr int kMostSteps = 4;

@@ -286,6 +286,14 @@ class Planner {
     // packed along one run, transpose tiles along it (layout.h's packed_rows_transposed); else
     // tiles along the result's order (rows_in_result_order), a thread a row.
     Layout3 by_result;
+    // Rows of whole 16-byte words from Tuning::tile_words_least_bytes: tiles along the result's
+    // run, a thread a row, its words loaded at once (each word a sector's half or whole; the
+    // rest of a sector the next load's, from L1), the stores whole runs. Transpose tiles took
+    // sum over rows of 8 of (50257, 16, 8).transpose(1, 0) float32 through shared memory,
+    // issue-bound: 26.9 us in CUDA graphs, torch.compile 7.1 (H200).
+    if (l.reduced <= kTileReduced && l.reduced * t_.in_bytes >= k_.tile_words_least_bytes &&
+        rows_in_result_order(l, &by_result) && tile_word(by_result) >= 16)
+      return tiles(by_result, to);
     if (l.reduced <= kTileReduced && packed_rows_transposed(l, &by_result) &&
         transposable(by_result, transpose_least_inner()))
       return tiles(by_result, to);
@@ -326,6 +334,33 @@ class Planner {
       return 0;
     }
     return row_segments(l, loads, whole, to, ws);
+  }
+
+  // Short columns (2 to kShortColumnsRows rows) of whole aligned 16-byte vectors, results
+  // consecutive along inner: short_columns_kernel, 1, 2 or 4 vectors of results a thread (up to
+  // Tuning::short_columns_loads loads, fewer while that leaves under two blocks a
+  // multiprocessor), their rows loaded at once; blocks of kShortColumnsBlock threads over the
+  // vectors, (outer, inner) flattened.
+  // Not positions of 1-byte inputs: 16 results a thread of 16-byte accumulators (columns_vector
+  // halves the columns kernel's vectors for them).
+  bool short_columns(const Layout3& l, int64_t to) {
+    if (t_.indexed && t_.in_bytes == 1) return false;
+    const int64_t per = 16 / t_.in_bytes;
+    if (l.reduced < 2 || l.reduced > kShortColumnsRows || l.combine != 1 || l.in_inner != 1 || l.out_inner != 1 ||
+        l.inner % per != 0 || l.in_reduced % per != 0 || !l.outer_strides_multiple_of(per) || in_.address % 16 != 0)
+      return false;
+    const int64_t row_vectors = l.inner / per, vectors = l.outer * row_vectors;
+    const int64_t rows = l.reduced <= 2 ? 2 : l.reduced <= 4 ? 4 : 8;  // the instance's rows a vector
+    int64_t K = std::clamp<int64_t>(k_.short_columns_loads / rows, 1, kShortColumnsRows / rows);
+    while (K > 1 && ceil_div(vectors, kShortColumnsBlock * K) < 2 * int64_t(d_.sm_count)) K /= 2;
+    const int64_t blocks = ceil_div(vectors, kShortColumnsBlock * K);
+    if (blocks * kShortColumnsBlock * K >= INT32_MAX || blocks > kMaxGridX) return false;
+    RunIndex div;
+    div.add(row_vectors, 0, 0);
+    Step& s = p_.add(Kernel::ShortColumns);
+    s.grid[0] = blocks, s.block[0] = kShortColumnsBlock, s.dependent = true, s.layout = l, s.to = to;
+    s.count = vectors, s.per = row_vectors, s.magic = div.magic[0], s.shift = div.shift[0], s.loads = int(K);
+    return true;
   }
 
   // Dense rows of 3, 5, 6 or 7 elements, and of 2, 4 or 8 under a vector (row o at o * reduced,
@@ -403,7 +438,14 @@ class Planner {
   // every such run is contiguous, that long and aligned to it; else 0.
   int tile_word(const Layout3& l) const {
     const int64_t bytes = l.reduced * t_.in_bytes;
-    if (l.in_reduced != 1 || (bytes != 4 && bytes != 8 && bytes != 16)) return 0;
+    if (l.in_reduced != 1) return 0;
+    if (bytes > 16 && bytes % 16 == 0) {  // whole 16-byte words (at most kTileReduced elements: 64 bytes)
+      const int64_t per = 16 / t_.in_bytes;
+      const bool aligned = in_.address % 16 == 0 && l.outer_strides_multiple_of(per) &&
+                           (l.inner == 1 || l.in_inner % per == 0);
+      return aligned ? int(bytes) : 0;
+    }
+    if (bytes != 4 && bytes != 8 && bytes != 16) return 0;
     if (in_.address % uintptr_t(bytes) != 0 || !l.outer_strides_multiple_of(l.reduced) ||
         (l.inner > 1 && l.in_inner % l.reduced != 0))
       return 0;
@@ -720,6 +762,9 @@ class Planner {
              (c.Y >= l.reduced || int64_t(c.X) * V > 2 * l.inner || tiles_transposed(l) ||
               int64_t(c.X) * V * l.reduced < least_block);
     };
+    // Short columns of whole vectors (narrower than Tuning::short_columns_inner_bytes: any): 1 to 4
+    // vectors of results a thread over (outer, inner) flattened (short_columns_kernel).
+    if (!merged && l.inner * t_.in_bytes < k_.short_columns_inner_bytes && short_columns(l, to)) return 0;
     // Dense slabs: where tiles would be taken, and for columns narrower than 128 bytes, whose
     // rows the columns kernel's threads across mostly do not reach.
     SlabShape slabs;

@@ -23,13 +23,17 @@
 //    interleaved in one long run, read as rows of k results each (fold_interleaved);
 //  - dense rows of 3, 5, 6 or 7 elements (2, 4, 8 under a vector), one run of memory, 16-byte aligned, from 1 MiB: a
 //    thread the rows of that many 16-byte vectors, reduced in registers (short_rows_kernel);
+//  - short columns (2 to 8 rows) of whole aligned 16-byte vectors, results consecutive along
+//    inner: a thread 1 to 4 vectors of results over (outer, inner) flattened, their rows loaded at
+//    once and reduced in registers (short_columns_kernel);
 //  - dense slabs (each outer index's [reduced][inner] elements one contiguous block of at most
 //    kSlabBytes) of short rows, short columns and columns narrower than 128 bytes (short
 //    columns of wide accumulators as well as where tiles would be taken): a block stages
 //    whole slabs in shared memory, then teams of lanes reduce each output from there (slab_kernel);
 //  - short reductions (up to kTileReduced elements) over many outputs where the shapes below
-//    would idle, and short rows that are not whole vectors, where slabs do not apply: one to
-//    four outputs a thread, by their length (tile_kernel);
+//    would idle, and short rows that are not whole vectors, where slabs do not apply, and
+//    transposed rows of 2 to 4 whole 16-byte words: one to four outputs a thread, by their
+//    length (tile_kernel);
 //  - rows (inner == 1): a team of 1 to 32 lanes per row, sized so each lane has four to eight
 //    16-byte loads (sums and extrema of floats over whole rows of 1 to 64 vectors: one to four,
 //    in a kernel of few registers; rows of up to 20 loads a lane of a warp, 40 when not whole
@@ -985,8 +989,21 @@ __device__ __forceinline__ void load_word(const In* p, In (&e)[N]) {
   for (int r = 0; r < n; ++r) memcpy(&e[r], reinterpret_cast<const char*>(&w) + r * sizeof(In), sizeof(In));
 }
 
+// An output's elements as `words` aligned 16-byte words (its reduced run contiguous, 16 * words
+// bytes long, at most N elements).
+template <class In, int N>
+__device__ __forceinline__ void load_words(const In* p, In (&e)[N], int words) {
+  constexpr int kWords = (N * int(sizeof(In)) + 15) / 16;
+  uint4 w[kWords];
+#pragma unroll
+  for (int q = 0; q < kWords; ++q) w[q] = q < words ? __ldg(reinterpret_cast<const uint4*>(p) + q) : uint4{};
+  memcpy(e, w, sizeof(e) < sizeof(w) ? sizeof(e) : sizeof(w));
+}
+
 // `word`: 4, 8 or 16 where each output's reduced run is one aligned word of that many bytes
-// (rows of 8 uint8, of 8 bfloat16, of 4 float32), loaded at once; 0, an element a load. kR: the
+// (rows of 8 uint8, of 8 bfloat16, of 4 float32), 32, 48 or 64 where it is that many bytes of
+// aligned 16-byte words (rows of 8 or 16 float32, of 16 bfloat16), loaded at once; 0, an element
+// a load. kR: the
 // elements an output is unrolled for (plan.h's tile_unroll), at least l.reduced; each thread
 // takes kO = tile_outputs(kR) outputs along A, 2^a_bits apart (a block: kO << a_bits along A),
 // all their loads issued before any is used: the index arithmetic and the wait once for kO
@@ -1044,8 +1061,8 @@ tile_kernel(const typename R::In* x, Layout3 l, int a_bits, bool a_is_outer, int
       if (!live(k)) {
 #pragma unroll
         for (int r = 0; r < kR; ++r) e[k][r] = In();
-      } else if (word == 16) {
-        load_word<uint4>(p[k], e[k]);
+      } else if (word >= 16) {
+        load_words(p[k], e[k], word / 16);
       } else if (word == 8) {
         load_word<uint2>(p[k], e[k]);
       } else if (word == 4) {
@@ -1377,6 +1394,70 @@ short_rows_kernel(const typename R::In* x, int64_t rows, Sink out) {
   }
 }
 
+// Short columns of whole aligned 16-byte vectors (Layout3 with 2 to kShortColumnsRows rows,
+// in_inner == 1, inner a multiple of kP = 16 / sizeof(In), out_inner == 1): a thread K vectors
+// of kP neighbouring results (K = 4, 2 or 1 for up to 2, 4 or 8 rows: kShortColumnsRows loads),
+// their rows' vectors all loaded at once, each result reduced from registers (short_reduction),
+// each vector's kP results stored as one run. The threads go over (outer index, vector of inner)
+// flattened, vector g at (g / row_vectors, g % row_vectors), a block's K * blockDim.x vectors
+// consecutive, so a narrow inner run leaves none idle: slab_kernel staged such rows in shared
+// memory and reduced an output a thread from there (mean over dim -2 of (49152, 2, 16)
+// float16: 6.04 us in CUDA graphs, torch.compile 1.73; H200).
+template <class R, int K>
+__device__ __forceinline__ void short_columns(const typename R::In* x, const Layout3& l, uint32_t vectors,
+                                              uint32_t row_vectors, uint32_t magic, uint32_t shift, const Sink& out) {
+  using Op = typename R::Op;
+  using In = typename R::In;
+  constexpr int kP = 16 / int(sizeof(In));
+  constexpr int kR = kShortColumnsRows / K;
+  const uint32_t first = blockIdx.x * (blockDim.x * K) + threadIdx.x;  // below 2^31 (the planner's bound)
+  const int reduced = int(l.reduced);
+  const In* p[K];
+  int64_t at[K];
+#pragma unroll
+  for (int k = 0; k < K; ++k) {
+    const uint32_t g = first + k * blockDim.x, o = divide(g, magic, shift), c = g - o * row_vectors;
+    p[k] = x + l.outer_in(o) + int64_t(c) * kP;
+    at[k] = l.outer_out(o) + int64_t(c) * kP;
+  }
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  cudaGridDependencySynchronize();
+  cudaTriggerProgrammaticLaunchCompletion();
+#endif
+  uint4 v[K][kR];
+#pragma unroll
+  for (int k = 0; k < K; ++k)
+#pragma unroll
+    for (int r = 0; r < kR; ++r)
+      v[k][r] = first + k * blockDim.x < vectors && r < reduced
+                    ? __ldg(reinterpret_cast<const uint4*>(p[k] + r * l.in_reduced))
+                    : uint4{};
+#pragma unroll
+  for (int k = 0; k < K; ++k) {
+    if (first + k * blockDim.x >= vectors) return;
+    In e[kR][kP];
+    memcpy(e, v[k], sizeof(e));
+    typename R::Acc acc[kP];
+#pragma unroll
+    for (int j = 0; j < kP; ++j) {
+      In column[kR];
+#pragma unroll
+      for (int r = 0; r < kR; ++r) column[r] = e[r][j];
+      acc[j] = short_reduction<R>(column, reduced);
+    }
+    store_run<Op>(out, at[k], acc);
+  }
+}
+
+template <class R>
+__global__ void __launch_bounds__(kShortColumnsBlock)
+short_columns_kernel(const typename R::In* x, Layout3 l, uint32_t vectors, uint32_t row_vectors, uint32_t magic,
+                     uint32_t shift, int per_thread, Sink out) {
+  if (per_thread == 4) short_columns<R, 4>(x, l, vectors, row_vectors, magic, shift, out);
+  else if (per_thread == 2) short_columns<R, 2>(x, l, vectors, row_vectors, magic, shift, out);
+  else short_columns<R, 1>(x, l, vectors, row_vectors, magic, shift, out);
+}
+
 // The combine kernels' partials a thread loaded before any is combined: up to 8, fewer for wide
 // accumulators (a block of 1024 threads has 64 registers a thread). One at a time, (65536, 128)
 // over dim 0 (395 splits, 12 or 13 a thread) took 9.3 us in column_partials_kernel against
@@ -1580,6 +1661,8 @@ cudaError_t launch_step(const Step& s, const ReduceArgs& a) {
       return launch(transpose_tile_kernel<R>, x, l, s.inner_tiles, s.flag, s.team, sink);
     case Kernel::Slabs:
       return launch(slab_kernel<R>, x, l, s.slabs, sink);
+    case Kernel::ShortColumns:
+      return launch(short_columns_kernel<R>, x, l, uint32_t(s.count), uint32_t(s.per), s.magic, s.shift, s.loads, sink);
     case Kernel::ShortRows:
       switch (s.loads) {
         case 3: return launch(short_rows_kernel<R, 3>, x, l.outer, sink);
