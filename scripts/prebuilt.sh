@@ -4,8 +4,9 @@
 # GPU architecture, from the working tree (tracked files, uncommitted changes too; `git add` new
 # ones), stripped of debug sections and xz-compressed beside its build record; without the CUDA
 # line tables unless TREDUCE_LINEINFO=1 (setup.py), which compress poorly: with them the library
-# for sm_90 reached 67 MB compressed (an instantiation unit 3.3 MB, without them 0.5). A GPU machine then spends no time building (about 6 minutes of 16 cores there); here the
-# build is incremental, in a tree of its own under build/prebuilt kept between runs: a change to
+# for sm_90 reached 67 MB compressed (an instantiation unit 3.3 MB, without them 0.5). A GPU
+# machine then spends no time building (about 6 minutes of 16 cores there); here the build is
+# incremental, in a tree of its own under build/prebuilt kept between runs: a change to
 # kernels/dims.cuh recompiles the 18 CUDA units that include it, about 20 minutes on 2 cores.
 #
 #   bash scripts/prebuilt.sh 2.11 9.0 DIR        # DIR/_C.abi3.so.xz, DIR/_C.build.json

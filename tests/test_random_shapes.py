@@ -798,8 +798,9 @@ def with_specials(x, gen, op):
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_short_columns_of_vectors_against_torch(device):
-    # Columns of 2 to 8 rows whose rows are whole 16-byte vectors narrower than 128 bytes (CUDA:
-    # short_columns_kernel, a vector of results a thread over (outer, inner) flattened): every
+    # Columns of 2 to 8 rows whose rows are whole 16-byte vectors, here narrower than 128 bytes
+    # (the plan test has wide ones) (CUDA: short_columns_kernel, 1 to 4 vectors of results a
+    # thread over (outer, inner) flattened): every
     # operator kind and input width, outer counts that do not fill the last block, the outer
     # index through one run and through two (the result's order differs from memory's), a view
     # one outer index in (still aligned), one element in (not aligned: another kernel), and NaN

@@ -434,20 +434,16 @@ class Planner {
 
   // ---- short reductions: tiles and slabs -----------------------------------------------------
 
-  // The bytes of an output's reduced run that tile_kernel loads as one word: 4, 8 or 16 where
-  // every such run is contiguous, that long and aligned to it; else 0.
+  // The bytes of an output's reduced run that tile_kernel loads as words: 4, 8 or 16 where every
+  // such run is contiguous, one word that long and aligned to it; a multiple of 16 where it is
+  // whole aligned 16-byte words; else 0.
   int tile_word(const Layout3& l) const {
     const int64_t bytes = l.reduced * t_.in_bytes;
-    if (l.in_reduced != 1) return 0;
-    if (bytes > 16 && bytes % 16 == 0) {  // whole 16-byte words (at most kTileReduced elements: 64 bytes)
-      const int64_t per = 16 / t_.in_bytes;
-      const bool aligned = in_.address % 16 == 0 && l.outer_strides_multiple_of(per) &&
-                           (l.inner == 1 || l.in_inner % per == 0);
-      return aligned ? int(bytes) : 0;
-    }
-    if (bytes != 4 && bytes != 8 && bytes != 16) return 0;
-    if (in_.address % uintptr_t(bytes) != 0 || !l.outer_strides_multiple_of(l.reduced) ||
-        (l.inner > 1 && l.in_inner % l.reduced != 0))
+    const bool words = bytes == 4 || bytes == 8 || bytes % 16 == 0;
+    if (l.in_reduced != 1 || !words) return 0;
+    const int64_t word = std::min<int64_t>(bytes, 16), elements = word / t_.in_bytes;
+    if (in_.address % uintptr_t(word) != 0 || !l.outer_strides_multiple_of(elements) ||
+        (l.inner > 1 && l.in_inner % elements != 0))
       return 0;
     return int(bytes);
   }
