@@ -96,10 +96,13 @@ DIMS_CASES = [
     ("several reduced runs, rows first", lambda d: _small_ints((16, 64, 300), d)[:, ::2], None),
     ("long narrow columns", lambda d: _small_ints((5, 20011, 28), d), 1),
     ("narrow columns (slabs)", lambda d: _small_ints((3001, 3, 28), d).permute(0, 2, 1), -1),
+    ("dense rows, results transposed (slabs read as one run)", lambda d: _small_ints((64, 19, 32, 12), d).transpose(0, 1), -1),
     ("few short reductions (small tiles)", lambda d: _small_ints((8, 224, 40), d).permute(0, 2, 1), 0),
-    # Short columns of whole vectors (short_columns_kernel), the outer index through one run and
-    # two; transposed rows of two and four 16-byte words (tile_kernel, a row's words at once).
+    # Short columns of whole pieces (short_columns_kernel: 4 elements, 2 of 8-byte ones), the
+    # outer index through one run and two, rows of one piece; transposed rows of two and four
+    # 16-byte words (tile_kernel, a row's words at once).
     ("short columns of vectors", lambda d: _small_ints((45001, 3, 16), d)[1:], 1),
+    ("short columns of one piece", lambda d: _small_ints((90001, 2, 4), d)[1:], 1),
     ("short columns, two outer runs", lambda d: _small_ints((6500, 7, 2, 16), d).transpose(0, 1), 2),
     ("transposed rows of 8", lambda d: _small_ints((20000, 16, 8), d).transpose(1, 0), -1),
     ("transposed rows of 16", lambda d: _small_ints((20000, 16, 16), d).transpose(1, 0), -1),

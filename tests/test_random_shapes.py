@@ -575,6 +575,13 @@ SLAB_CASES = [
     Case("amax", [6000, 3, 28], "permute", [0, 2, 1], -1, "float32"),
     Case("var", [3000, 6, 28], "permute", [0, 2, 1], -1, "float16"),
     Case("argmin", [13000, 7], "contiguous", [], -1, "int16"),
+    # Dense rows whose results are in another order than memory's (CUDA: the outer runs one run
+    # of memory, read as linear slabs, the results stored through the runs); the narrowed view
+    # is not one run.
+    Case("mean", [256, 19, 64, 12], "transpose", [0, 1], 3, "float16"),
+    Case("argmax", [40, 9, 32, 20], "transpose", [0, 1], -1, "int8"),
+    Case("var", [24, 33, 16, 6], "transpose", [0, 2], -1, "float32"),
+    Case("aminmax", [7, 300, 10], "transpose", [0, 1], -1, "bfloat16"),
     Case("prod", [100000, 1, 1], "contiguous", [], -2, "float32"),
     # Columns whose strip ends in fewer outputs than a block of the CPU's (columns_rest).
     Case("sum", [4097, 56], "transpose", [0, 1], 1, "float32"),
@@ -797,22 +804,20 @@ def with_specials(x, gen, op):
 
 
 @pytest.mark.parametrize("device", DEVICES)
-def test_short_columns_of_vectors_against_torch(device):
-    # Columns of 2 to 8 rows whose rows are whole 16-byte vectors, here narrower than 128 bytes
-    # (the plan test has wide ones) (CUDA: short_columns_kernel, 1 to 4 vectors of results a
-    # thread over (outer, inner) flattened): every
-    # operator kind and input width, outer counts that do not fill the last block, the outer
-    # index through one run and through two (the result's order differs from memory's), a view
-    # one outer index in (still aligned), one element in (not aligned: another kernel), and NaN
-    # and infinity.
+def test_short_columns_of_pieces_against_torch(device):
+    # Columns of 2 to 8 rows whose rows are whole aligned pieces of 4 elements (2 of 8-byte
+    # ones), here narrower than 128 bytes (the plan test has wide ones) (CUDA:
+    # short_columns_kernel, 1 to 4 pieces of results a thread over (outer, inner) flattened):
+    # every operator kind and input width (positions of 1-byte inputs too), outer counts that do
+    # not fill the last block, the outer index through one run and through two (the result's
+    # order differs from memory's), a view one outer index in (still aligned), one element in
+    # (not aligned: another kernel), and NaN and infinity.
     gen, seed = fresh_generator(device)
     failures = []
-    for k, (op, dtype) in enumerate(SHORT_OPS):
-        per = 16 // getattr(torch, dtype).itemsize
+    for k, (op, dtype) in enumerate(SHORT_OPS + [("argmax", "int8"), ("count_nonzero", "uint8")]):
+        per = 2 if getattr(torch, dtype).itemsize == 8 else 4
         for reduced in (2, 3, 5, 8):
             inner = per * (1 + (k + reduced) % 3)
-            if inner * getattr(torch, dtype).itemsize >= 128:
-                inner = per
             # CUDA: past the small kernel's 2^19 elements and its one pass where slabs would have
             # fewer blocks than multiprocessors (the CPU has no such bound: smaller)
             outer = (1 << (21 if device == "cuda" else 14)) // (reduced * inner) + 37 + 2 * k

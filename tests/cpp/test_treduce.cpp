@@ -307,8 +307,11 @@ void check_plans() {
   // columns_kernel's combine down Y. min over dim 0 of (7, 132096) int8 (its values and positions,
   // 16-byte accumulators): 8-byte vectors of 8 outputs, Y = 8 for 7 rows; the instance for 8
   // elements, two outputs a thread: 512 a block.
+  // (Short columns of whole pieces left out: they take these first, below.)
   PlanInput short_columns = plan_input({7, 132096}, {132096, 1}, {0});
-  p = plan_reduce(h100, i8_min, short_columns);
+  Tuning no_short_columns;
+  no_short_columns.short_columns_inner_bytes = 1;
+  p = plan_reduce(h100, i8_min, short_columns, no_short_columns);
   expect(kernels(p) == "tile_kernel" && p.step[0].grid[0] == 258 && p.step[0].a_bits == 8 && p.step[0].loads == 8,
          "plan: (7, 132096) int8 min over dim 0 is tiles: " + kernels(p));
   // amax over rows of 3 bool (a thread a row, A along the rows, where short_rows_kernel is not
@@ -368,24 +371,35 @@ void check_plans() {
   expect(kernels(p) == "columns_kernel + column_partials_kernel" && p.step[0].grid[1] == 27 && p.step[0].per == 1862 &&
              p.step[0].V == 4 && p.step[0].U == 8 && p.step[0].block[0] * p.step[0].block[1] == kNarrowBlock,
          "plan: long narrow columns are split: " + plan_json(p));
-  // Short columns of whole vectors, float16 over dim 1 of (49152, 2, 16): short_columns_kernel, a
-  // vector of 8 results a thread over the 49152 x 2 vectors flattened (384 blocks of 256: 2 or 4
-  // vectors a thread would leave fewer than two a multiprocessor); rows one element off
-  // alignment, or under a Tuning::short_columns_inner_bytes of 128 bytes 128 wide, other kernels.
+  // Short columns of whole pieces, float16 over dim 1 of (49152, 2, 16): short_columns_kernel,
+  // two pieces of 4 results a thread over the 49152 x 4 pieces flattened (384 blocks of 256: 4
+  // pieces a thread would leave fewer than two a multiprocessor); rows not whole pieces, or
+  // under a Tuning::short_columns_inner_bytes of 128 bytes 128 wide, other kernels. The same
+  // (7, 132096) int8 min as above: a piece a thread, 7 rows (129 blocks).
   p = plan_reduce(h100, f16_sum, plan_input({49152, 2, 16}, {32, 16, 1}, {1}));
-  expect(kernels(p) == "short_columns_kernel" && p.step[0].grid[0] == 384 && p.step[0].count == 98304 &&
-             p.step[0].per == 2 && p.step[0].block[0] == kShortColumnsBlock,
-         "plan: short columns of whole vectors: " + plan_json(p));
-  p = plan_reduce(h100, f16_sum, plan_input({49152, 2, 15}, {30, 15, 1}, {1}));
-  expect(kernels(p) != "short_columns_kernel", "plan: ... not where rows are not whole vectors: " + kernels(p));
+  expect(kernels(p) == "short_columns_kernel" && p.step[0].grid[0] == 384 && p.step[0].count == 196608 &&
+             p.step[0].per == 4 && p.step[0].loads == 2 && p.step[0].block[0] == kShortColumnsBlock,
+         "plan: short columns of whole pieces: " + plan_json(p));
+  p = plan_reduce(h100, f16_sum, plan_input({49152, 2, 14}, {28, 14, 1}, {1}));
+  expect(kernels(p) != "short_columns_kernel", "plan: ... not where rows are not whole pieces: " + kernels(p));
+  p = plan_reduce(h100, i8_min, short_columns);
+  expect(kernels(p) == "short_columns_kernel" && p.step[0].grid[0] == 129 && p.step[0].loads == 1,
+         "plan: ... int8 min: " + plan_json(p));
   Tuning narrow_short;
   narrow_short.short_columns_inner_bytes = 128;
   p = plan_reduce(h100, f16_sum, plan_input({8192, 2, 64}, {128, 64, 1}, {1}), narrow_short);
   expect(kernels(p) != "short_columns_kernel", "plan: ... nor 128 bytes wide under that bound: " + kernels(p));
-  // Wide ones: 4 vectors a thread of 2 rows where that leaves two blocks a multiprocessor (mean
-  // over dim 2 of (1024, 2, 32064).transpose(1, 2), 4008 blocks), 2 of 3 rows, 1 of 5.
+  // Dense rows of 12 float16 whose results go in another order, mean over dim 3 of (256, 197, 64,
+  // 12).transpose(0, 1): the outer runs are one run of memory, read as linear slabs (340 a block,
+  // 16-byte vectors), the results stored through the runs.
+  p = plan_reduce(h100, f16_sum, plan_input({197, 256, 64, 12}, {768, 151296, 12, 1}, {3}));
+  expect(kernels(p) == "slab_kernel" && p.step[0].slabs.run_linear && !p.step[0].slabs.linear &&
+             p.step[0].slabs.vectors && p.step[0].slabs.slabs == 340,
+         "plan: dense transposed rows are slabs read as one run: " + plan_json(p));
+  // Wide ones: 4 pieces a thread of 2 rows where that leaves two blocks a multiprocessor (mean
+  // over dim 2 of (1024, 2, 32064).transpose(1, 2), 8016 blocks), 2 of 3 rows, 1 of 5.
   p = plan_reduce(h100, f16_sum, plan_input({1024, 32064, 2}, {64128, 1, 32064}, {2}));
-  expect(kernels(p) == "short_columns_kernel" && p.step[0].loads == 4 && p.step[0].grid[0] == 4008,
+  expect(kernels(p) == "short_columns_kernel" && p.step[0].loads == 4 && p.step[0].grid[0] == 8016,
          "plan: wide short columns, 4 vectors a thread: " + plan_json(p));
   p = plan_reduce(h100, f16_sum, plan_input({1024, 3, 32064}, {96192, 32064, 1}, {1}));
   expect(kernels(p) == "short_columns_kernel" && p.step[0].loads == 2, "plan: ... 3 rows, 2: " + plan_json(p));

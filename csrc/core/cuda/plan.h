@@ -69,6 +69,9 @@ inline constexpr int kSlabBytes = 8192;  // a block's shared memory of slabs
 inline constexpr int kShortRowsBlock = 256;
 inline constexpr int kShortColumnsBlock = 256;
 inline constexpr int kShortColumnsRows = 8;  // the most rows short_columns_kernel takes
+// short_columns_kernel's results a thread's piece: 4 (one load of 4, 8 or 16 bytes), 2 of 8-byte
+// inputs (16 bytes).
+constexpr int short_columns_piece(int in_bytes) { return in_bytes == 8 ? 2 : 4; }
 // Dense rows of these lengths go to short_rows_kernel (its instances): 3, 5, 6 and 7, and 2, 4
 // and 8 where a row is less than a 16-byte vector (whole vectors go to whole_rows_kernel).
 constexpr bool short_rows_length(int64_t reduced, int in_bytes) {
@@ -206,7 +209,7 @@ struct Tuning {
   // Transposed short rows of whole 16-byte words from this many bytes a row take tiles along
   // the result, a thread a row (plan_reduce.h's rows).
   int64_t tile_words_least_bytes = 32;
-  // Short columns of whole vectors narrower than this take short_columns_kernel (plan_reduce.h's
+  // Short columns of whole pieces narrower than this take short_columns_kernel (plan_reduce.h's
   // short_columns): any width. In CUDA graphs, H200, us, slabs or columns -> short columns
   // (torch.compile), the same library both ways: mean over dim -2 of (49152, 2, 16) float16 6.00
   // -> 4.04 (1.73), any over dim 1 of (5120, 80, 5, 16).transpose(1, 2) float32 51.0 -> 34.7
@@ -214,10 +217,18 @@ struct Tuning {
   // 32064).transpose(1, 2) float16 112.1 -> 83.7 (47.3; the columns kernel issue-bound, 72% of
   // issue slots and 27% of DRAM's peak, ncu), prod over dim 0 of (3, 80, 224, 1025) float16 39.7
   // -> 35.1 (35.2), var over dim 1 of (3, 1, 5120, 128).transpose(0, 1) float32 4.86 -> 3.73
-  // (2.21); nothing slower (random shapes seeds 71011 and 40127, tuning trials).
+  // (2.21); nothing slower (random shapes seeds 71011 and 40127, tuning trials). Pieces of 4
+  // results a thread instead of 16-byte vectors, and instances by rows (2, 4, 8) (the same
+  // library, short columns off -> on, us; torch.compile): count_nonzero over dim 1 of (96, 2, 56,
+  // 1024) uint8 46.6 -> 23.3 (15.2), argmin over dim 2 of (80, 224, 2, 16) int16 2.94 -> 1.90
+  // (1.49), amax over dim 1 of (256, 4, 1024) bfloat16 2.51 -> 1.21 (1.32), the float16 mean
+  // above 5.93 -> 3.19, the wide one 112.3 -> 85.7 (still issue-bound: 79% of issue slots, ncu);
+  // the 9 cases of seeds 83357, 71011 and 40127 all faster, 1.07-2.07x.
   int64_t short_columns_inner_bytes = int64_t(1) << 62;
-  // Its threads take vectors until they have this many loads (2 rows: 4 vectors; 3-4 rows: 2).
+  // Its threads take pieces until they have this many loads (2 rows: 4 pieces; 3-4 rows: 2),
+  // fewer while that leaves under this many blocks a multiprocessor.
   int64_t short_columns_loads = 8;
+  int64_t short_columns_blocks_per_sm = 2;
   // Dense rows of 3, 5, 6 or 7 elements, 16-byte aligned, take short_rows_kernel from this many
   // bytes of input: a thread's rows are a vector's worth, so few rows are few threads (nanmean
   // over rows of 5 of 14336 bfloat16 rows, 1792 threads: 4.62 us against tile_kernel's 3.88,
@@ -275,6 +286,7 @@ inline constexpr TuningField kTuningFields[] = {
     {"tile_words_least_bytes", &Tuning::tile_words_least_bytes},
     {"short_columns_inner_bytes", &Tuning::short_columns_inner_bytes},
     {"short_columns_loads", &Tuning::short_columns_loads},
+    {"short_columns_blocks_per_sm", &Tuning::short_columns_blocks_per_sm},
     {"short_rows_least_bytes", &Tuning::short_rows_least_bytes},
     {"tile_least_threads", &Tuning::tile_least_threads},
 };
@@ -401,7 +413,10 @@ struct SlabShape {
   int slabs;        // G, a block's
   int team_bits;    // lanes an output
   bool linear;      // slab o at o * S: a block's slabs are one run of memory
-  bool vectors;     // linear, and each block's run starts and ends 16-byte aligned but the last's end
+  // Not linear, but the outer runs are one run of memory (slab o at o * S still) whose results
+  // go through the runs in another order (transposed rows): read as linear, stored through them.
+  bool run_linear;
+  bool vectors;     // (run_)linear, and each block's run starts and ends 16-byte aligned but the last's end
   uint32_t slab_magic, slab_shift, inner_magic, inner_shift;  // division by S and by inner
 };
 
@@ -431,7 +446,7 @@ struct Step {
   Layout3 layout;  // the layout the step reads
   // The kernel's own parameters (0 where it takes none):
   int team = 0, loads = 0;          // Rows: team; WholeRows: lanes, loads a row; Tiles, Small: the instance;
-                                    // ShortColumns: vectors a thread;
+                                    // ShortColumns: pieces a thread;
                                     // TransposeTiles: log2 of the lanes along inner
   int V = 0, U = 0;                 // Columns: outputs a thread, loads in flight
   int64_t count = 0;                // segments, splits or partials an output (and blocks, VectorCombine)
@@ -445,7 +460,7 @@ struct Step {
   SmallIndex small{};
   VecSplit split{};                 // VectorBlock, VectorWarp, VectorGrid
   int64_t bytes = 0;                // Fill
-  uint32_t magic = 0, shift = 0;    // ShortColumns: division by `per`, the vectors of a row
+  uint32_t magic = 0, shift = 0;    // ShortColumns: division by `per`, the pieces of a row
 };
 
 inline constexpr int kMostSteps = 4;
@@ -561,7 +576,7 @@ inline std::string plan_json(const Plan& p) {
       if (v != 0) j += field(name, v);
     if (s.kernel == Kernel::Slabs)
       j += ", \"slabs\": {\"slab\": " + num(s.slabs.slab) + field("slabs", s.slabs.slabs) +
-           field("team_bits", s.slabs.team_bits) + field("linear", s.slabs.linear) +
+           field("team_bits", s.slabs.team_bits) + field("linear", s.slabs.linear) + field("run_linear", s.slabs.run_linear) +
            field("vectors", s.slabs.vectors) + "}";
     if (s.kernel == Kernel::VectorBlock || s.kernel == Kernel::VectorWarp || s.kernel == Kernel::VectorGrid)
       j += ", \"split\": [" + num(s.split.head) + ", " + num(s.split.vectors) + ", " + num(s.split.tail) + "]";

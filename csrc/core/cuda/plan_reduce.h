@@ -336,30 +336,28 @@ class Planner {
     return row_segments(l, loads, whole, to, ws);
   }
 
-  // Short columns (2 to kShortColumnsRows rows) of whole aligned 16-byte vectors, results
-  // consecutive along inner: short_columns_kernel, 1, 2 or 4 vectors of results a thread (up to
-  // Tuning::short_columns_loads loads, fewer while that leaves under two blocks a
-  // multiprocessor), their rows loaded at once; blocks of kShortColumnsBlock threads over the
-  // vectors, (outer, inner) flattened.
-  // Not positions of 1-byte inputs: 16 results a thread of 16-byte accumulators (columns_vector
-  // halves the columns kernel's vectors for them).
+  // Short columns (2 to kShortColumnsRows rows) of whole aligned pieces (short_columns_piece:
+  // 4 elements, 2 of 8-byte ones), results consecutive along inner: short_columns_kernel, 1, 2
+  // or 4 pieces of results a thread (up to Tuning::short_columns_loads loads, fewer while that
+  // leaves under two blocks a multiprocessor), their rows loaded at once; blocks of
+  // kShortColumnsBlock threads over the pieces, (outer, inner) flattened.
   bool short_columns(const Layout3& l, int64_t to) {
-    if (t_.indexed && t_.in_bytes == 1) return false;
-    const int64_t per = 16 / t_.in_bytes;
+    const int64_t per = short_columns_piece(t_.in_bytes);
     if (l.reduced < 2 || l.reduced > kShortColumnsRows || l.combine != 1 || l.in_inner != 1 || l.out_inner != 1 ||
-        l.inner % per != 0 || l.in_reduced % per != 0 || !l.outer_strides_multiple_of(per) || in_.address % 16 != 0)
+        l.inner % per != 0 || l.in_reduced % per != 0 || !l.outer_strides_multiple_of(per) ||
+        in_.address % (per * t_.in_bytes) != 0)
       return false;
-    const int64_t row_vectors = l.inner / per, vectors = l.outer * row_vectors;
-    const int64_t rows = l.reduced <= 2 ? 2 : l.reduced <= 4 ? 4 : 8;  // the instance's rows a vector
+    const int64_t row_pieces = l.inner / per, pieces = l.outer * row_pieces;
+    const int64_t rows = l.reduced <= 2 ? 2 : l.reduced <= 4 ? 4 : 8;  // the instance's rows a piece
     int64_t K = std::clamp<int64_t>(k_.short_columns_loads / rows, 1, kShortColumnsRows / rows);
-    while (K > 1 && ceil_div(vectors, kShortColumnsBlock * K) < 2 * int64_t(d_.sm_count)) K /= 2;
-    const int64_t blocks = ceil_div(vectors, kShortColumnsBlock * K);
+    while (K > 1 && ceil_div(pieces, kShortColumnsBlock * K) < k_.short_columns_blocks_per_sm * d_.sm_count) K /= 2;
+    const int64_t blocks = ceil_div(pieces, kShortColumnsBlock * K);
     if (blocks * kShortColumnsBlock * K >= INT32_MAX || blocks > kMaxGridX) return false;
     RunIndex div;
-    div.add(row_vectors, 0, 0);
+    div.add(row_pieces, 0, 0);
     Step& s = p_.add(Kernel::ShortColumns);
     s.grid[0] = blocks, s.block[0] = kShortColumnsBlock, s.dependent = true, s.layout = l, s.to = to;
-    s.count = vectors, s.per = row_vectors, s.magic = div.magic[0], s.shift = div.shift[0], s.loads = int(K);
+    s.count = pieces, s.per = row_pieces, s.magic = div.magic[0], s.shift = div.shift[0], s.loads = int(K);
     return true;
   }
 
@@ -530,14 +528,26 @@ class Planner {
     SlabShape s{};
     s.slab = S;
     s.linear = l.outer_runs.runs <= 1 && (l.outer == 1 || l.in_outer == S);
+    // The runs in memory order (layout.h), each the next one's extent: one run of memory. Each
+    // slab's place through the runs, its elements loaded one by one, took mean over rows of 12
+    // of (256, 197, 64, 12).transpose(0, 1) float16 89.9 us in CUDA graphs; read as one run,
+    // 41.3 (torch.compile 21, torch 214; H200).
+    const int runs = l.outer_runs.runs;
+    if (runs > 1) {
+      bool one_run = l.outer_runs.in[runs - 1] == S;
+      for (int k = 0; k + 1 < runs; ++k)
+        one_run = one_run && l.outer_runs.in[k] == l.outer_runs.size[k + 1] * l.outer_runs.in[k + 1];
+      s.run_linear = one_run;
+    }
+    const bool linear = s.linear || s.run_linear;
     int64_t G = kSlabBytes / (S * size);
-    if (!s.linear) G = std::min<int64_t>(G, kSlabBlock);
+    if (!linear) G = std::min<int64_t>(G, kSlabBlock);
     G = std::min<int64_t>(G, l.outer);
     // 16-byte vectors: every block's run starts aligned (G * S * size a multiple of 16).
     const int64_t bytes = S * size;
     int64_t m = 16;
     for (int64_t b = bytes; m > 1 && b % 2 == 0; b /= 2) m /= 2;  // 16 / gcd(bytes, 16)
-    if (s.linear && in_.address % 16 == 0 && (G >= m || G == l.outer)) {
+    if (linear && in_.address % 16 == 0 && (G >= m || G == l.outer)) {
       if (G < l.outer) G = G / m * m;
       s.vectors = true;
     }
@@ -758,8 +768,8 @@ class Planner {
              (c.Y >= l.reduced || int64_t(c.X) * V > 2 * l.inner || tiles_transposed(l) ||
               int64_t(c.X) * V * l.reduced < least_block);
     };
-    // Short columns of whole vectors (narrower than Tuning::short_columns_inner_bytes: any): 1 to 4
-    // vectors of results a thread over (outer, inner) flattened (short_columns_kernel).
+    // Short columns of whole pieces (narrower than Tuning::short_columns_inner_bytes: any): 1 to 4
+    // pieces of results a thread over (outer, inner) flattened (short_columns_kernel).
     if (!merged && l.inner * t_.in_bytes < k_.short_columns_inner_bytes && short_columns(l, to)) return 0;
     // Dense slabs: where tiles would be taken, and for columns narrower than 128 bytes, whose
     // rows the columns kernel's threads across mostly do not reach.

@@ -23,13 +23,14 @@
 //    interleaved in one long run, read as rows of k results each (fold_interleaved);
 //  - dense rows of 3, 5, 6 or 7 elements (2, 4, 8 under a vector), one run of memory, 16-byte aligned, from 1 MiB: a
 //    thread the rows of that many 16-byte vectors, reduced in registers (short_rows_kernel);
-//  - short columns (2 to 8 rows) of whole aligned 16-byte vectors, results consecutive along
-//    inner: a thread 1 to 4 vectors of results over (outer, inner) flattened, their rows loaded at
-//    once and reduced in registers (short_columns_kernel);
+//  - short columns (2 to 8 rows) of whole aligned pieces of 4 elements (2 of 8-byte ones),
+//    results consecutive along inner: a thread 1 to 4 pieces of results over (outer, inner)
+//    flattened, their rows loaded at once and reduced in registers (short_columns_kernel);
 //  - dense slabs (each outer index's [reduced][inner] elements one contiguous block of at most
 //    kSlabBytes) of short rows, short columns and columns narrower than 128 bytes (short
 //    columns of wide accumulators as well as where tiles would be taken): a block stages
-//    whole slabs in shared memory, then teams of lanes reduce each output from there (slab_kernel);
+//    whole slabs in shared memory, then teams of lanes reduce each output from there
+//    (slab_kernel); outer runs that are one run of memory read as one (transposed results);
 //  - short reductions (up to kTileReduced elements) over many outputs where the shapes below
 //    would idle, and short rows that are not whole vectors, where slabs do not apply, and
 //    transposed rows of 2 to 4 whole 16-byte words: one to four outputs a thread, by their
@@ -1272,12 +1273,12 @@ slab_kernel(const typename R::In* x, Layout3 l, SlabShape s, Sink out) {
   const int32_t S = int32_t(s.slab), elements = n * S;
   const int t = int(threadIdx.x);
   // The slabs' places before the wait (programmatic dependence, as tile_kernel).
-  if (!s.linear && t < n) base[t] = l.outer_in(o0 + t);
+  if (!s.linear && !s.run_linear && t < n) base[t] = l.outer_in(o0 + t);
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   cudaGridDependencySynchronize();
   cudaTriggerProgrammaticLaunchCompletion();
 #endif
-  if (s.linear) {
+  if (s.linear || s.run_linear) {
     const In* src = x + o0 * s.slab;
     int32_t first_tail = 0;
     if (s.vectors) {
@@ -1394,29 +1395,39 @@ short_rows_kernel(const typename R::In* x, int64_t rows, Sink out) {
   }
 }
 
-// Short columns of whole aligned 16-byte vectors (Layout3 with 2 to kShortColumnsRows rows,
-// in_inner == 1, inner a multiple of kP = 16 / sizeof(In), out_inner == 1): a thread K vectors
-// of kP neighbouring results (K = 4, 2 or 1 for up to 2, 4 or 8 rows: kShortColumnsRows loads),
-// their rows' vectors all loaded at once, each result reduced from registers (short_reduction),
-// each vector's kP results stored as one run. The threads go over (outer index, vector of inner)
-// flattened, vector g at (g / row_vectors, g % row_vectors), a block's K * blockDim.x vectors
-// consecutive, so a narrow inner run leaves none idle: slab_kernel staged such rows in shared
-// memory and reduced an output a thread from there (mean over dim -2 of (49152, 2, 16)
-// float16: 6.04 us in CUDA graphs, torch.compile 1.73; H200).
-template <class R, int K>
-__device__ __forceinline__ void short_columns(const typename R::In* x, const Layout3& l, uint32_t vectors,
-                                              uint32_t row_vectors, uint32_t magic, uint32_t shift, const Sink& out) {
+// Short columns of whole aligned pieces (Layout3 with 2 to kShortColumnsRows rows, in_inner ==
+// 1, inner a multiple of kP = short_columns_piece(sizeof(In)) elements, out_inner == 1): a thread
+// K pieces of kP neighbouring results, the pieces' rows all loaded at once (kR rows an
+// instance, 2, 4 or 8, at least the layout's; K * kR <= kShortColumnsRows loads), each result
+// reduced from registers (short_reduction), each piece's kP results stored as one run. The
+// threads go over (outer index, piece of inner) flattened, piece g at (g / row_pieces, g %
+// row_pieces), a block's K * blockDim.x pieces consecutive, so a narrow inner run leaves none
+// idle: slab_kernel staged such rows in shared memory and reduced an output a thread from there
+// (mean over dim -2 of (49152, 2, 16) float16: 6.04 us in CUDA graphs, torch.compile 1.73; H200).
+// Pieces of 4 results (2 of 8-byte inputs), not 16-byte vectors: a vector of 1-byte inputs was 16
+// results a thread, 16 int64 accumulators (spilled) and 128 bytes of stores, and few threads
+// (count_nonzero over dim 1 of (96, 2, 56, 1024) uint8: 51 us, torch.compile 15; sum over the dim
+// of 7 of a transposed (7, 128256) int8, 32 blocks: 4.9 us against 1.6); and one instance of 8
+// rows for every count up to 8 issued ~670 instructions a warp for 2 rows of a vector
+// (float16 mean above: 4.1 us against 1.7 (ncu: issue-bound, 2.5 IPC; H200)).
+template <class R, int kR, int K>
+__global__ void __launch_bounds__(kShortColumnsBlock)
+short_columns_kernel(const typename R::In* x, Layout3 l, uint32_t pieces, uint32_t row_pieces, uint32_t magic,
+                     uint32_t shift, Sink out) {
   using Op = typename R::Op;
   using In = typename R::In;
-  constexpr int kP = 16 / int(sizeof(In));
-  constexpr int kR = kShortColumnsRows / K;
+  constexpr int kP = short_columns_piece(int(sizeof(In)));
+  constexpr int kBytes = kP * int(sizeof(In));
+  using Piece = std::conditional_t<kBytes == 16, uint4, std::conditional_t<kBytes == 8, uint2, uint32_t>>;
+  static_assert(kBytes == int(sizeof(Piece)), "a piece is one aligned load");
   const uint32_t first = blockIdx.x * (blockDim.x * K) + threadIdx.x;  // below 2^31 (the planner's bound)
-  const int reduced = int(l.reduced);
+  // The 2-row instance takes 2 rows only: a count known when compiled, no guards.
+  const int reduced = kR == 2 ? 2 : int(l.reduced);
   const In* p[K];
   int64_t at[K];
 #pragma unroll
   for (int k = 0; k < K; ++k) {
-    const uint32_t g = first + k * blockDim.x, o = divide(g, magic, shift), c = g - o * row_vectors;
+    const uint32_t g = first + k * blockDim.x, o = divide(g, magic, shift), c = g - o * row_pieces;
     p[k] = x + l.outer_in(o) + int64_t(c) * kP;
     at[k] = l.outer_out(o) + int64_t(c) * kP;
   }
@@ -1424,17 +1435,17 @@ __device__ __forceinline__ void short_columns(const typename R::In* x, const Lay
   cudaGridDependencySynchronize();
   cudaTriggerProgrammaticLaunchCompletion();
 #endif
-  uint4 v[K][kR];
+  Piece v[K][kR];
 #pragma unroll
   for (int k = 0; k < K; ++k)
 #pragma unroll
     for (int r = 0; r < kR; ++r)
-      v[k][r] = first + k * blockDim.x < vectors && r < reduced
-                    ? __ldg(reinterpret_cast<const uint4*>(p[k] + r * l.in_reduced))
-                    : uint4{};
+      v[k][r] = first + k * blockDim.x < pieces && r < reduced
+                    ? __ldg(reinterpret_cast<const Piece*>(p[k] + r * l.in_reduced))
+                    : Piece{};
 #pragma unroll
   for (int k = 0; k < K; ++k) {
-    if (first + k * blockDim.x >= vectors) return;
+    if (first + k * blockDim.x >= pieces) return;
     In e[kR][kP];
     memcpy(e, v[k], sizeof(e));
     typename R::Acc acc[kP];
@@ -1447,15 +1458,6 @@ __device__ __forceinline__ void short_columns(const typename R::In* x, const Lay
     }
     store_run<Op>(out, at[k], acc);
   }
-}
-
-template <class R>
-__global__ void __launch_bounds__(kShortColumnsBlock)
-short_columns_kernel(const typename R::In* x, Layout3 l, uint32_t vectors, uint32_t row_vectors, uint32_t magic,
-                     uint32_t shift, int per_thread, Sink out) {
-  if (per_thread == 4) short_columns<R, 4>(x, l, vectors, row_vectors, magic, shift, out);
-  else if (per_thread == 2) short_columns<R, 2>(x, l, vectors, row_vectors, magic, shift, out);
-  else short_columns<R, 1>(x, l, vectors, row_vectors, magic, shift, out);
 }
 
 // The combine kernels' partials a thread loaded before any is combined: up to 8, fewer for wide
@@ -1548,8 +1550,8 @@ OpTraits traits_of() {
   return t;
 }
 
-// rows_kernel<R, team>, whole_rows_kernel<R, lanes, loads>, columns_kernel<R, V, U>: the
-// instances a plan may name.
+// rows_kernel<R, team>, whole_rows_kernel<R, lanes, loads>, columns_kernel<R, V, U>,
+// short_columns_kernel<R, rows, K>: the instances a plan may name.
 template <class R, class Go>
 cudaError_t launch_rows(const Step& s, Go go) {
   switch (s.team) {
@@ -1588,6 +1590,23 @@ cudaError_t launch_columns(const Step& s, Go go) {
   if (s.V == kV && s.U == 4) return go(columns_kernel<R, kV, 4>);
   if constexpr (sizeof(In) == 2)
     if (s.V == kV / 2 && s.U == 8) return go(columns_kernel<R, kV / 2, 8>);
+  return cudaErrorInvalidValue;
+}
+
+// short_columns_kernel<R, kR, K>: kR the instance's rows (2, 4 or 8, at least `reduced`), K
+// pieces a thread (plan_reduce.h's short_columns: K * kR <= kShortColumnsRows).
+template <class R, class Go>
+cudaError_t launch_short_columns(int64_t reduced, int K, Go go) {
+  if (reduced == 2) {
+    if (K == 4) return go(short_columns_kernel<R, 2, 4>);
+    if (K == 2) return go(short_columns_kernel<R, 2, 2>);
+    if (K == 1) return go(short_columns_kernel<R, 2, 1>);
+  } else if (reduced == 3 || reduced == 4) {
+    if (K == 2) return go(short_columns_kernel<R, 4, 2>);
+    if (K == 1) return go(short_columns_kernel<R, 4, 1>);
+  } else if (reduced > 4 && reduced <= kShortColumnsRows && K == 1) {
+    return go(short_columns_kernel<R, kShortColumnsRows, 1>);
+  }
   return cudaErrorInvalidValue;
 }
 
@@ -1662,7 +1681,9 @@ cudaError_t launch_step(const Step& s, const ReduceArgs& a) {
     case Kernel::Slabs:
       return launch(slab_kernel<R>, x, l, s.slabs, sink);
     case Kernel::ShortColumns:
-      return launch(short_columns_kernel<R>, x, l, uint32_t(s.count), uint32_t(s.per), s.magic, s.shift, s.loads, sink);
+      return launch_short_columns<R>(l.reduced, s.loads, [&](auto kernel) {
+        return launch(kernel, x, l, uint32_t(s.count), uint32_t(s.per), s.magic, s.shift, sink);
+      });
     case Kernel::ShortRows:
       switch (s.loads) {
         case 3: return launch(short_rows_kernel<R, 3>, x, l.outer, sink);
