@@ -18,7 +18,10 @@ from util import UNIT_ROUNDOFF, fresh_generator
 CASES = [((1,), None), ((31,), None), ((65536 * 3 + 33,), None), ((1 << 20,), None),
          ((1031, 4099), 0), ((1031, 4099), -1), ((700, 5000), 0), ((3, 600, 37), 1), ((65536, 128), -1),
          # short rows (logsumexp's exp_sum_rows), columns of few outputs (sums' and extrema's kernels)
-         ((4099, 5), -1), ((2053, 16), -1), ((1031, 17), -1), ((300, 7), 0), ((196, 80, 7), 1), ((64, 3, 1027), 1)]
+         ((4099, 5), -1), ((2053, 16), -1), ((1031, 17), -1), ((300, 7), 0), ((196, 80, 7), 1), ((64, 3, 1027), 1),
+         # rows whose last elements are read in place (sum_simd's in_place_tail_sum): past a row of
+         # lanes (the window ending at the row's end), and under one (the last vector rotated)
+         ((1025, 49), -1), ((515, 13), -1)]
 DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int64, torch.int32]
 
 

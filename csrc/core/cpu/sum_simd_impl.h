@@ -85,21 +85,6 @@ struct LoadF16 {
   }
 };
 
-// The tail of a run, fewer than kVecs * kWidth elements, added in order (converted through the
-// same loader from a zero-padded copy). Out of line: inlined, GCC zeroed the copy's memory on
-// every call, tail or not (a tenth of the time of rows of 128).
-template <class L, int kVecs, int kWidth>
-[[gnu::noinline]] auto tail_sum(const typename L::In* x, int64_t tail) {
-  typename L::In pad[kVecs * kWidth] = {};
-  std::memcpy(pad, x, tail * sizeof(typename L::In));
-  decltype(L::load(pad)[0] + 0) s = 0;
-  for (int k = 0; k < kVecs; ++k) {
-    const typename L::V v = L::load(pad + k * kWidth);
-    for (int j = 0; j < kWidth && k * kWidth + j < tail; ++j) s += v[j];
-  }
-  return s;
-}
-
 // The cascade's levels over `rows` rows: add_row(r, low) adds row r into low; 16 rows of low go
 // into mid, and each 16 of those to the top level through to_top(mid). Every sum here runs it.
 template <class V, int kN, class AddRow, class ToTop>
@@ -134,6 +119,64 @@ template <class V, int kN>
   return lane[0];
 }
 
+// The tail of a run, fewer than kVecs * kWidth elements, converted through the same loader from
+// a zero-padded copy and added as the full rows' lanes are (lane_tree: the vectors, then the
+// lanes, as a tree; the padding adds zeros). Added in order, one lane after another, a tail of
+// 17 was a chain of 17 dependent adds: nansum over rows of 49 bfloat16 (32 in vectors, 17 in the
+// tail) took 1.6x torch's time on 2 threads. Out of line: inlined, GCC zeroed the copy's memory
+// on every call, tail or not (a tenth of the time of rows of 128).
+template <class L, int kVecs, int kWidth>
+[[gnu::noinline]] auto tail_sum(const typename L::In* x, int64_t tail) {
+  typename L::In pad[kVecs * kWidth] = {};
+  std::memcpy(pad, x, tail * sizeof(typename L::In));
+  typename L::V v[kVecs];
+  for (int k = 0; k < kVecs; ++k) v[k] = L::load(pad + k * kWidth);
+  return lane_tree(v);
+}
+
+// The last `tail` (< kVecs * kWidth) elements of a run, x[0, tail), read in place (kWidth of
+// them at least), as lanes whose sum lane_tree takes: where the run has at least kVecs * kWidth
+// elements ending at x + tail (`window`), the vectors of that many ending there, the lanes
+// before x zeroed; else element i in lane i, as tail_sum's copy: the whole vectors from x, then
+// the vector ending at x + tail rotated so that its new elements come first, the rest zeroed.
+// Either way an element's lane (of the kVecs * kWidth) does not depend on the vector width: the
+// same bits on every instruction set. tail_sum's copy made every row's tail a store-to-load
+// forwarding stall (vector loads over the copy's narrower stores): float32 sums over rows of 33
+// took 3.6x torch's time on 2 threads, rows of 32 0.45x.
+template <class L, int kVecs, int kWidth>
+[[gnu::always_inline]] inline auto in_place_tail_sum(const typename L::In* x, int64_t tail, bool window) {
+  using V = typename L::V;
+  using A = std::remove_reference_t<decltype(V{}[0])>;
+  constexpr int64_t kRow = int64_t(kVecs) * kWidth;
+  V lane;
+  for (int j = 0; j < kWidth; ++j) lane[j] = A(j);
+  V v[kVecs];
+  if (window) {
+    const typename L::In* p = x + tail - kRow;
+    const A first = A(kRow - tail);
+    for (int k = 0; k < kVecs; ++k) {
+      const V e = L::load(p + k * kWidth);
+      v[k] = lane + A(k * kWidth) >= first ? e : V{};
+    }
+  } else {
+    const int64_t whole = tail / kWidth, rest = tail % kWidth;
+    for (int k = 0; k < kVecs; ++k) {
+      if (k < whole) {
+        v[k] = L::load(x + k * kWidth);
+      } else if (k == whole && rest > 0) {
+        using M = decltype(V{} != V{});  // integer lanes of the same width
+        M turn;
+        for (int j = 0; j < kWidth; ++j) turn[j] = (j + kWidth - int(rest)) & (kWidth - 1);
+        const V e = __builtin_shuffle(L::load(x + tail - kWidth), turn);
+        v[k] = lane < A(rest) ? e : V{};
+      } else {
+        v[k] = V{};
+      }
+    }
+  }
+  return lane_tree(v);
+}
+
 // 128 bytes of accumulators (kVecs vectors); each lane a cascade (sum_simd.h), then the lanes
 // combined as a tree in a fixed order.
 template <class L>
@@ -148,7 +191,7 @@ struct Cascade {
   // Out of line: inlined beside short_sum in rows, one accumulator of the bfloat16 loop went to
   // the stack (bfloat16 2^18 whole sums 16-22 -> 25 us on the development CPU).
   [[gnu::noinline]] static auto sum(const In* x, int64_t n) {
-    if (n < kRow) return n > 0 ? tail_sum<L, kVecs, kWidth>(x, n) : A(0);
+    if (n < kRow) return short_run(x, n);
     V top[kVecs];
     for (V& v : top) v = V{};
     const int64_t rows = n / kRow;
@@ -167,7 +210,7 @@ struct Cascade {
   // A run of fewer than 16 rows: only the first level (the others would add it to zeros: the
   // same bits), without the cascade's loops (rows of 128 elements: a fifth of their time).
   [[gnu::always_inline]] static auto short_sum(const In* x, int64_t n) {
-    if (n < kRow) return n > 0 ? tail_sum<L, kVecs, kWidth>(x, n) : A(0);
+    if (n < kRow) return short_run(x, n);
     V low[kVecs];
     for (V& v : low) v = V{};
     for (int64_t r = 0; r < n / kRow; ++r)
@@ -178,8 +221,14 @@ struct Cascade {
   [[gnu::always_inline]] static A finish(V (&top)[kVecs], const In* x, int64_t n) {
     A lane0 = lane_tree(top);
     const int64_t done = n / kRow * kRow;
-    if (n > done) lane0 += tail_sum<L, kVecs, kWidth>(x + done, n - done);
+    if (n > done) lane0 += in_place_tail_sum<L, kVecs, kWidth>(x + done, n - done, true);
     return lane0;
+  }
+
+  // A run of fewer than kRow elements: in place from a vector's worth, else from a copy.
+  [[gnu::always_inline]] static A short_run(const In* x, int64_t n) {
+    if (n >= kWidth) return in_place_tail_sum<L, kVecs, kWidth>(x, n, false);
+    return n > 0 ? tail_sum<L, kVecs, kWidth>(x, n) : A(0);
   }
 
   // TypeKernels' sum, nansum and sumsq: `rows` runs, the r-th at x + r * ld.
