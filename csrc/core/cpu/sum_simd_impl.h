@@ -121,10 +121,10 @@ template <class V, int kN>
 
 // The tail of a run, fewer than kVecs * kWidth elements, converted through the same loader from
 // a zero-padded copy and added as the full rows' lanes are (lane_tree: the vectors, then the
-// lanes, as a tree; the padding adds zeros). Added in order, one lane after another, a tail of
-// 17 was a chain of 17 dependent adds: nansum over rows of 49 bfloat16 (32 in vectors, 17 in the
-// tail) took 1.6x torch's time on 2 threads. Out of line: inlined, GCC zeroed the copy's memory
-// on every call, tail or not (a tenth of the time of rows of 128).
+// lanes, as a tree; the padding adds zeros): runs under one vector (Cascade::short_run) and the
+// compensated float64 sum's tail. Longer tails are read in place (in_place_tail_sum, below).
+// Out of line: inlined, GCC zeroed the copy's memory on every call, tail or not (a tenth of the
+// time of rows of 128).
 template <class L, int kVecs, int kWidth>
 [[gnu::noinline]] auto tail_sum(const typename L::In* x, int64_t tail) {
   typename L::In pad[kVecs * kWidth] = {};

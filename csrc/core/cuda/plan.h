@@ -576,8 +576,8 @@ inline std::string plan_json(const Plan& p) {
       if (v != 0) j += field(name, v);
     if (s.kernel == Kernel::Slabs)
       j += ", \"slabs\": {\"slab\": " + num(s.slabs.slab) + field("slabs", s.slabs.slabs) +
-           field("team_bits", s.slabs.team_bits) + field("linear", s.slabs.linear) + field("run_linear", s.slabs.run_linear) +
-           field("vectors", s.slabs.vectors) + "}";
+           field("team_bits", s.slabs.team_bits) + field("linear", s.slabs.linear) +
+           field("run_linear", s.slabs.run_linear) + field("vectors", s.slabs.vectors) + "}";
     if (s.kernel == Kernel::VectorBlock || s.kernel == Kernel::VectorWarp || s.kernel == Kernel::VectorGrid)
       j += ", \"split\": [" + num(s.split.head) + ", " + num(s.split.vectors) + ", " + num(s.split.tail) + "]";
     steps += (k ? ", " : "") + j + "}";
