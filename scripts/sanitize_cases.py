@@ -48,6 +48,9 @@ DIMS_CASES = [
     # Whole rows of 8 to 64 vectors of floats: a team a row, all loads at once (whole_rows_kernel).
     ("whole short rows", lambda d: _small_ints((301, 64), d), -1),
     ("whole short rows, longer", lambda d: _small_ints((299, 256), d), -1),
+    # Whole rows of a count of vectors that is not a power of two: the last slots load nothing.
+    ("whole short rows of 7 and 14 vectors", lambda d: _small_ints((301, 56), d), -1),
+    ("whole short rows of 24 and 12 vectors", lambda d: _small_ints((299, 96), d), -1),
     ("rows (teams of 32)", lambda d: _small_ints((37, 1000), d), -1),
     ("long rows (segments + combine)", lambda d: _small_ints((3, 70001), d), -1),
     # Enough rows of at least 1024 vectors for every multiprocessor: a block a row, of whole

@@ -371,7 +371,7 @@ def test_bool_count_past_2_32():
 
 
 def whole_short_rows_case(dtype, row_bytes, view, device, gen):
-    """1031 rows of row_bytes (8 to 64 16-byte vectors) of small integers: contiguous ("whole"),
+    """1031 rows of row_bytes (3 to 64 16-byte vectors) of small integers: contiguous ("whole"),
     a slice of wider rows, 16-byte aligned with a gap between rows ("gaps"), or a view one
     element in ("one_in", not aligned)."""
     cols = row_bytes // dtype.itemsize
@@ -382,11 +382,12 @@ def whole_short_rows_case(dtype, row_bytes, view, device, gen):
 
 @cuda_only
 @pytest.mark.parametrize("view", ["whole", "gaps", "one_in"])
-@pytest.mark.parametrize("row_bytes", [128, 256, 512, 1024], ids=str)
+@pytest.mark.parametrize("row_bytes", [48, 112, 128, 208, 256, 384, 512, 720, 1024], ids=str)
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16], ids=str)
 def test_whole_short_rows(dtype, row_bytes, view):
-    """Rows of 8 to 64 whole aligned 16-byte vectors of floats take a team a row with every load
-    issued at once (whole_rows_kernel), rows with gaps between them too; 1031 rows leave the last
+    """Rows of 3 to 64 whole aligned 16-byte vectors of floats take a team a row with every load
+    issued at once (whole_rows_kernel; counts that are not a power of two leave the instance's
+    last slots without a load), rows with gaps between them too; 1031 rows leave the last
     block part empty; the view one element in takes the general rows kernel. Small integers: the
     sums are exact (16-bit floats summed to float32, which holds them), the extrema too."""
     gen, seed = fresh_generator("cuda")

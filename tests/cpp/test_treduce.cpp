@@ -495,6 +495,32 @@ void check_plans() {
              p.step[0].layout.inner == 32064 && p.step[0].layout.in_inner == 2 && p.step[0].layout.out_inner == 1 &&
              p.step[0].layout.outer == 4,
          "plan: transposed columns of 2 go along the result's run: " + plan_json(p));
+  // Whole rows of a count of 16-byte vectors that is not a power of two: whole_rows_kernel's
+  // instance of the fewest slots that hold them (float32 rows of 56, 14 vectors: 8 lanes of 2
+  // loads; rows of 12, 3 vectors: 2 lanes of 2), its last slots idle.
+  p = plan_of({32064, 56}, {56, 1}, {1});
+  expect(kernels(p) == "whole_rows_kernel" && p.step[0].loads == 14 && p.step[0].team == 8 &&
+             p.step[0].grid[0] == ceil_div(int64_t(32064), int64_t(kRowsBlock / 8)),
+         "plan: float32 rows of 56 are whole rows, 8 lanes: " + plan_json(p));
+  p = plan_of({65536, 12}, {12, 1}, {1});
+  expect(kernels(p) == "whole_rows_kernel" && p.step[0].loads == 3 && p.step[0].team == 2,
+         "plan: float32 rows of 12 are whole rows, 2 lanes: " + plan_json(p));
+  // Columns of single elements: 8 loads in flight a thread, 4 for Welford's groups
+  // (columns_element_loads). Mean over dim 0 of (128, 768) float16 (a small column);
+  // var over dim 0 of (97, 3072) float32.
+  p = plan_reduce(h100, f16_mean, plan_input({128, 768}, {768, 1}, {0}));
+  expect(kernels(p) == "columns_kernel" && p.step[0].V == 1 && p.step[0].U == 8,
+         "plan: small columns of elements, 8 loads a thread: " + plan_json(p));
+  OpTraits f32_var;
+  f32_var.acc_bytes = 16, f32_var.group_rows = true;
+  p = plan_reduce(h100, f32_var, plan_input({97, 3072}, {3072, 1}, {0}));
+  expect(kernels(p) == "columns_kernel" && p.step[0].V == 1 && p.step[0].U == 4,
+         "plan: ... of Welford's groups, 4: " + plan_json(p));
+  // 80 columns of 11008 float32 rows (var_mean): split, then 263 partials an output combined by
+  // a block each (Tuning::block_partials_outputs: 128).
+  p = plan_reduce(h100, f32_var, plan_input({11008, 80}, {80, 1}, {0}));
+  expect(kernels(p) == "columns_kernel + block_partials_kernel" && p.step[1].grid[0] == 80,
+         "plan: 80 split columns combine a block an output: " + plan_json(p));
   // The same layout planned twice: the same plan (no timing, no state).
   const Plan once = plan_of({4096, 4096}, {4096, 1}, {0}), again = plan_of({4096, 4096}, {4096, 1}, {0});
   expect(plan_json(again) == plan_json(once), "plan: the same layout gets the same plan");

@@ -87,6 +87,26 @@ inline constexpr int kDependentTeam = 8;
 // are 16 bytes, and 16 outputs a thread of 1-byte inputs spilled and overflowed the block's shared
 // memory (parked), so those read 8-byte vectors.
 constexpr int columns_vector(int in_bytes, bool indexed) { return 16 / in_bytes / (indexed && in_bytes == 1 ? 2 : 1); }
+// whole_rows_kernel's instance for rows of `loads` 16-byte vectors (1 to 64): the fewest slots,
+// a power of two, that hold them, as lanes x loads a lane: a lane up to 2 vectors, two loads a
+// lane up to 16, four from 32. Lanes whose slot is past the row's end load nothing.
+constexpr int whole_rows_slots(int64_t loads) {
+  int p = 1;
+  while (p < loads) p *= 2;
+  return p;
+}
+constexpr int whole_rows_lanes(int slots) { return slots <= 2 ? 1 : slots <= 16 ? slots / 2 : slots / 4; }
+// columns_kernel's loads in flight a thread of single elements (V = 1): 8, a small column's 8
+// rows a thread (Tuning::small_columns_per_thread) in one round trip, not two of four; 4 for
+// operators that reduce a group of loads at once (Welford's, logsumexp's: twice the values in
+// registers: logsumexp over dim 0 of (97, 3072) float32 2.64 -> 2.86 us, var_mean over dim 0 of
+// (40, 11008) float32 3.07 -> 3.27). In CUDA graphs, H200, the same plans but U, us: mean over
+// dim 0 of (128, 768) float16 2.11 -> 1.91 (torch.compile 1.55), count_nonzero over dim 1 of
+// (2048, 64, 2, 77) bool 13.5 -> 9.8, amax over dim 0 of (96, 1024) bfloat16 1.99 -> 1.77; 17
+// of the 25 such cases of random shapes seeds 29201, 83357, 71011, 40127 and 17377 faster than
+// 0.95x, one slower: max over dim 0 of (64, 14, 7, 256) channels_last bfloat16, 16 rows a
+// thread, 6.21 -> 7.19 (not understood; torch.compile 5.23).
+constexpr int columns_element_loads(bool group) { return group ? 4 : 8; }
 // Elements a lane of transpose_tile_kernel: words of 4 for 1- and 2-byte inputs whose
 // accumulators fit 8 bytes (the tile in shared memory stays under 48 KB).
 constexpr int transpose_vector(int in_bytes, int acc_bytes) { return in_bytes <= 2 && acc_bytes <= 8 ? 4 : 1; }
@@ -173,8 +193,12 @@ struct Tuning {
   // of kBlockPartials threads an output (block_partials_kernel), a round of loads a thread, not
   // column_partials_kernel's 32 threads an output (2048 partials of one output: 8 rounds). Full
   // amax of (40, 1024, 56, 3)[:, ::3] float32, 6720 partials: 12.24 -> 5.70 us (torch.compile
-  // 8.03; H200, CUDA graphs).
-  int64_t block_partials_outputs = 16, block_partials_least = 256;
+  // 8.03; H200, CUDA graphs). 128 outputs rather than 16 (the same library both ways, us):
+  // min over dim 0 of (32000, 96) float16 12.83 -> 8.48 (torch 31.2), var_mean over dim 0 of
+  // (11008, 80) float32 8.75 -> 6.92 (torch.compile 4.62), logsumexp over dim 0 of (32000, 128)
+  // bfloat16 11.55 -> 9.51; the 4 others it changed within 0.97-1.0 (random shapes seeds
+  // 29201, 83357, 71011, 40127, 17377, tuning trial).
+  int64_t block_partials_outputs = 128, block_partials_least = 256;
   // Small columns of 32 to 8 * kColumnsMaxY rows and up to 2^19 elements: an output a thread, one
   // pass (H200, logsumexp over dim 0 of (128, 3584) bfloat16 3.53 -> 2.28 us), threads down
   // each column until a thread has at most small_columns_per_thread rows (8: two rounds of four

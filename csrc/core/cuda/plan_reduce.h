@@ -203,15 +203,15 @@ class Planner {
   // ---- rows (inner == 1) ---------------------------------------------------------------------
 
   // The 16-byte loads of each row where whole_rows_kernel takes a layout: rows (inner == 1, one
-  // reduced run) of 1, 2, 4, ..., 64 whole aligned vectors, contiguous; else 0. rows() plans it
-  // and reduce() keeps such rows from the small kernel, by this one test.
+  // reduced run) of 1 to 64 whole aligned vectors, contiguous; else 0. rows() plans it and reduce() keeps such
+  // rows from the small kernel, by this one test.
   int64_t whole_rows_loads(const Layout3& l) const {
     if (!t_.whole_rows) return 0;
     const int64_t per = 16 / t_.in_bytes;
     const int64_t loads = l.reduced / per;
     const bool whole = l.combine == 1 && l.inner == 1 && l.in_reduced == 1 && l.reduced % per == 0 &&
                        in_.address % 16 == 0 && l.outer_strides_multiple_of(per);
-    return whole && loads >= 1 && loads <= 64 && (loads & (loads - 1)) == 0 ? loads : 0;
+    return whole && loads >= 1 && loads <= 64 ? loads : 0;
   }
 
   // A block a row, in one kernel: rows of exactly two whole vectors a thread through
@@ -311,7 +311,7 @@ class Planner {
     // up to 16 vectors a row, four from 32 (float32 rows of 128: 8 lanes x 4 loads 5.41 / 14.55
     // us, 16 x 2 5.8 / 14.5; rows of 64 vectors: 16 x 4 5.45 / 14.55, 8 x 8 5.7 / 14.7).
     if (whole_loads > 0) {
-      const int lanes = int(loads <= 2 ? 1 : loads <= 16 ? loads / 2 : loads / 4);
+      const int lanes = whole_rows_lanes(whole_rows_slots(loads));
       const int64_t blocks = ceil_div(l.outer, int64_t(kRowsBlock / lanes));
       if (blocks <= kMaxGridX) {
         Step& s = p_.add(Kernel::WholeRows);
@@ -654,8 +654,9 @@ class Planner {
   // Tuning::small_columns_per_thread rows, one pass. In CUDA graphs the input is in L2 and
   // each round of loads a thread waits for is a round trip: 8 to 16 rows a thread made 2 to 4
   // (sum over dim 0 of (56, 28, 64) float16, 4 threads down 14 rows: 2.04 us; 16 down, 3.5
-  // rows, 1.68; torch.compile 1.63; H200). Two rounds (8 rows) cost less than the combine down
-  // twice as many threads (plan.h).
+  // rows, 1.68; torch.compile 1.63; H200). Two rounds of four loads (8 rows) cost less than the
+  // combine down twice as many threads (plan.h); 8 rows are now one round
+  // (columns_element_loads).
   ColumnsShape small_columns_shape(const Layout3& l) const {
     ColumnsShape c{};
     c.Y = 4;
@@ -687,7 +688,7 @@ class Planner {
       // Up to V - 1 outputs, which may be more than X threads (1-byte inputs: 15, X down to 8).
       const int64_t tail_blocks = ceil_div(l.inner - c.whole, c.X);
       if (l.outer * tail_blocks > kMaxGridX) p_.invalid = true;
-      launch(1, 4, l.outer * tail_blocks, tail_blocks, c.whole, l.inner);
+      launch(1, columns_element_loads(t_.group_rows), l.outer * tail_blocks, tail_blocks, c.whole, l.inner);
     }
     if (c.splits == 1) return 0;
     partials_step(l, c.splits, ws, to);
@@ -792,7 +793,7 @@ class Planner {
     // 3584) bfloat16 3.53 -> 2.28, std of (64, 3072) float16 3.04 -> 2.09, amax of (96, 4608)
     // bfloat16 2.66 -> 1.94, argmax of (256, 512) float32 3.24 -> 2.43).
     if (l.reduced >= 32 && l.reduced <= 8 * kColumnsMaxY && l.outer * l.inner * l.reduced <= k_.small_columns_most)
-      return columns(l, small_columns_shape(l), 1, 4, to, ws);
+      return columns(l, small_columns_shape(l), 1, columns_element_loads(t_.group_rows), to, ws);
     if (!vectors) {
       const ColumnsShape one = columns_shape(l, 1, kColumnsBlock, deeper);
       if (short_tiles(one, 1)) return dense ? slabs_or_tiles(l, slabs, to) : tiles(l, to);
@@ -803,7 +804,7 @@ class Planner {
       // 180 us in CUDA graphs against torch.compile's 39 (H200).
       if (t_.in_bytes == 2 && loads_of(8) && l.inner >= kV / 2)
         return columns(l, columns_shape(l, kV / 2, kNarrowBlock, deeper, 4), kV / 2, 8, to, ws);
-      return columns(l, one, 1, 4, to, ws);
+      return columns(l, one, 1, columns_element_loads(t_.group_rows), to, ws);
     }
     const ColumnsShape wide = columns_shape(l, kV, kColumnsBlock, deeper);
     if (short_tiles(wide, kV)) return dense ? slabs_or_tiles(l, slabs, to) : tiles(l, to);

@@ -292,8 +292,9 @@ rows_kernel(const typename R::In* x, Layout3 l, Sink out) {
   }
 }
 
-// Whole short rows: every row exactly kTeam * kLoads aligned 16-byte vectors, a team of kTeam
-// lanes a row and a row a team (no loop), each lane's kLoads vectors loaded at once. The same
+// Whole short rows: every row m aligned 16-byte vectors, kTeam * kLoads (a power of two) the
+// fewest slots that hold them, a team of kTeam lanes a row and a row a team (no loop), each
+// lane's kLoads vectors (those below m) loaded at once. The same
 // work as rows_kernel's, without its general row (head, tail, groups of four, predicated rest):
 // 18-32 registers against 56, so 8 blocks a multiprocessor instead of 4-6, and twice the lanes
 // a row with half the loads each. Hot / cold us on the H100 (A/B in one process, against
@@ -315,25 +316,31 @@ rows_kernel(const typename R::In* x, Layout3 l, Sink out) {
 template <class R>
 inline constexpr bool kWholeRows = !is_indexed_v<typename R::Op> && sizeof(typename R::Acc) <= 16 &&
                                    (std::is_same_v<typename R::In, float> || Lowp<typename R::In>::value);
-template <class R, int kTeam, int kLoads>
-__global__ void __launch_bounds__(kRowsBlock, 2048 / kRowsBlock)
-whole_rows_kernel(const typename R::In* x, Layout3 l, Sink out) {
+// One team's row for whole_rows_kernel: m vectors from v (lane t's first), the result to out at
+// `at`. kExact: m is the instance's kTeam * kLoads slots, every load made unguarded (the guards,
+// zeroed registers and second paths of the inexact form cost 5-10% on short rows of a power of
+// two of vectors in CUDA graphs, H200).
+// Rows of other counts took rows_kernel's general teams before. Hot us, H200, before -> after
+// (torch.compile): mean over rows of 56 of (32064, 56) float32 3.86 -> 2.38 (torch 8.5), var over
+// rows of 56 of (151936, 56) bfloat16 8.78 -> 7.25 (5.0), logsumexp over rows of 80 of (151936,
+// 80) float32 19.6 -> 15.7, mean over rows of 80 of (128, 17, 64, 80) float32 11.7 -> 8.9, sum
+// over rows of 224 of (1024, 7, 224) bfloat16 1.97 -> 1.52. Both forms in one kernel left two
+// rows of a power of two slower (the exact form's code unchanged but for the branch): prod over
+// rows of 128 of (12, 1023, 128) bfloat16 1.30 -> 1.55, sum over rows of 128 of (5120, 8, 128)
+// bfloat16 2.25 -> 2.45; instances of their own for the inexact form are the next step.
+template <class R, int kTeam, int kLoads, bool kExact>
+__device__ __forceinline__ void whole_row(const uint4* v, int m, int t, int64_t at, Sink out) {
   using Op = typename R::Op;
   constexpr int64_t kPer = 16 / int64_t(sizeof(typename R::In));
-  const int t = threadIdx.x % kTeam;
-  const int64_t o = int64_t(blockIdx.x) * (kRowsBlock / kTeam) + threadIdx.x / kTeam;
-  if (o >= l.outer) return;  // whole teams
-  // The row's address and its result's place before the wait, as small_kernel's indexes (CUDA
-  // graphs, H200, sums over 1024 bfloat16 rows of 128: 1.05 -> 0.98 us).
-  const auto* v = reinterpret_cast<const uint4*>(x + l.outer_in(o)) + t;
-  const int64_t at = l.outer_out(o);
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  cudaGridDependencySynchronize();  // as rows_kernel's short rows
-  cudaTriggerProgrammaticLaunchCompletion();
-#endif
+  // Lane t's load u is vector t + u * kTeam, made where that is below m.
+  bool in[kLoads];
   uint4 r[kLoads];
 #pragma unroll
-  for (int u = 0; u < kLoads; ++u) r[u] = __ldg(v + u * kTeam);
+  for (int u = 0; u < kLoads; ++u) {
+    in[u] = kExact || t + u * kTeam < m;
+    if constexpr (kExact) r[u] = __ldg(v + u * kTeam);
+    else r[u] = in[u] ? __ldg(v + u * kTeam) : uint4{};
+  }
   auto acc = Op::identity();
   if constexpr (HasRowPasses<Op>::value && kLoads * kPer <= 16 && kTeam >= 8) {
     // The row is in the team's registers: Welford's as two passes over it (VarOp::row_mean,
@@ -349,20 +356,21 @@ whole_rows_kernel(const typename R::In* x, Layout3 l, Sink out) {
     const auto for_each_value = [&](auto f) {
 #pragma unroll
       for (int u = 0; u < kLoads; ++u) {
-        A v[kPer];
-        convert_vector<typename R::In, typename R::Mid>(r[u], v);
+        if (!in[u]) continue;
+        A w[kPer];
+        convert_vector<typename R::In, typename R::Mid>(r[u], w);
 #pragma unroll
-        for (int j = 0; j < kPer; ++j) f(v[j]);
+        for (int j = 0; j < kPer; ++j) f(w[j]);
       }
     };
-    const A count = A(kTeam * kLoads * kPer);
+    const A count = A(m * int(kPer));
     const A pivot = __shfl_sync(team_mask<kTeam>(), R::value(reinterpret_cast<const typename R::In*>(&r[0])[0]), 0, kTeam);
     A s = A(0);
-    for_each_value([&](A v) { s += v - pivot; });
+    for_each_value([&](A w) { s += w - pivot; });
     const A mean = Op::row_mean(pivot, team_sum<kTeam>(s), count);
     A d1 = A(0), d2 = A(0);
-    for_each_value([&](A v) {
-      const A d = v - mean;
+    for_each_value([&](A w) {
+      const A d = w - mean;
       d1 += d;
       d2 += d * d;
     });
@@ -371,13 +379,45 @@ whole_rows_kernel(const typename R::In* x, Layout3 l, Sink out) {
     return;
   }
   if constexpr (kGroupRows<R>) {
-    acc = reduce_loads<R>(r);
+    if (in[kLoads - 1]) {
+      acc = reduce_loads<R>(r);
+    } else {  // a lane past the row's end: its loads a group each
+#pragma unroll
+      for (int u = 0; u < kLoads; ++u) {
+        const uint4 one[1] = {r[u]};
+        if (in[u]) acc = Op::combine(acc, reduce_loads<R>(one));
+      }
+    }
   } else {
 #pragma unroll
-    for (int u = 0; u < kLoads; ++u) vector_into<R>(acc, r[u], int64_t(t + u * kTeam) * kPer);
+    for (int u = 0; u < kLoads; ++u)
+      if (in[u]) vector_into<R>(acc, r[u], int64_t(t + u * kTeam) * kPer);
   }
   acc = team_reduce<Op, kTeam>(acc);
   if (t == 0) store_acc<Op, typename R::In>(out, at, acc);
+}
+
+template <class R, int kTeam, int kLoads>
+__global__ void __launch_bounds__(kRowsBlock, 2048 / kRowsBlock)
+whole_rows_kernel(const typename R::In* x, Layout3 l, Sink out) {
+  constexpr int64_t kPer = 16 / int64_t(sizeof(typename R::In));
+  const int t = threadIdx.x % kTeam;
+  const int64_t o = int64_t(blockIdx.x) * (kRowsBlock / kTeam) + threadIdx.x / kTeam;
+  if (o >= l.outer) return;  // whole teams
+  // The row's address and its result's place before the wait, as small_kernel's indexes (CUDA
+  // graphs, H200, sums over 1024 bfloat16 rows of 128: 1.05 -> 0.98 us).
+  const auto* v = reinterpret_cast<const uint4*>(x + l.outer_in(o)) + t;
+  const int64_t at = l.outer_out(o);
+  // Rows of m vectors, more than half the instance's slots (plan.h's whole_rows_slots).
+  const int m = int(l.reduced / kPer);
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  cudaGridDependencySynchronize();  // as rows_kernel's short rows
+  cudaTriggerProgrammaticLaunchCompletion();
+#endif
+  constexpr int kSlots = kTeam * kLoads;
+  if constexpr (kSlots <= 2) whole_row<R, kTeam, kLoads, true>(v, m, t, at, out);  // rows of 1 and 2 fill them
+  else if (m == kSlots) whole_row<R, kTeam, kLoads, true>(v, m, t, at, out);
+  else whole_row<R, kTeam, kLoads, false>(v, m, t, at, out);
 }
 
 // Combines p[j * stride] for j = first, first + step, ... below `count`, in that order, kLoads
@@ -1568,14 +1608,19 @@ cudaError_t launch_rows(const Step& s, Go go) {
 template <class R, class Go>
 cudaError_t launch_whole_rows(const Step& s, Go go) {
   if constexpr (kWholeRows<R>) {
-    switch (s.loads) {
-      case 1: return go(whole_rows_kernel<R, 1, 1>);
-      case 2: return go(whole_rows_kernel<R, 1, 2>);
-      case 4: return go(whole_rows_kernel<R, 2, 2>);
-      case 8: return go(whole_rows_kernel<R, 4, 2>);
-      case 16: return go(whole_rows_kernel<R, 8, 2>);
-      case 32: return go(whole_rows_kernel<R, 8, 4>);
-      case 64: return go(whole_rows_kernel<R, 16, 4>);
+    // The instance of whole_rows_slots(loads) slots, whole_rows_lanes of them lanes (plan.h).
+    const auto instance = [&](auto slots) {
+      constexpr int kSlots = decltype(slots)::value, kLanes = whole_rows_lanes(kSlots);
+      return go(whole_rows_kernel<R, kLanes, kSlots / kLanes>);
+    };
+    switch (whole_rows_slots(s.loads)) {
+      case 1: return instance(std::integral_constant<int, 1>{});
+      case 2: return instance(std::integral_constant<int, 2>{});
+      case 4: return instance(std::integral_constant<int, 4>{});
+      case 8: return instance(std::integral_constant<int, 8>{});
+      case 16: return instance(std::integral_constant<int, 16>{});
+      case 32: return instance(std::integral_constant<int, 32>{});
+      case 64: return instance(std::integral_constant<int, 64>{});
       default: break;
     }
   }
@@ -1586,7 +1631,8 @@ template <class R, class Go>
 cudaError_t launch_columns(const Step& s, Go go) {
   using In = typename R::In;
   constexpr int kV = columns_vector(int(sizeof(In)), is_indexed_v<typename R::Op>);  // plan.h
-  if (s.V == 1 && s.U == 4) return go(columns_kernel<R, 1, 4>);
+  constexpr int kU = columns_element_loads(kGroupRows<R>);
+  if (s.V == 1 && s.U == kU) return go(columns_kernel<R, 1, kU>);
   if (s.V == kV && s.U == 4) return go(columns_kernel<R, kV, 4>);
   if constexpr (sizeof(In) == 2)
     if (s.V == kV / 2 && s.U == 8) return go(columns_kernel<R, kV / 2, 8>);
