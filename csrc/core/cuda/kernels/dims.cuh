@@ -1608,14 +1608,15 @@ cudaError_t launch_whole_rows(const Step& s, Go go) {
   if constexpr (kWholeRows<R>) {
     // The instance of whole_rows_slots(loads) slots, whole_rows_lanes of them lanes (plan.h),
     // exact where the rows fill them (rows of 1 and 2 vectors always do).
-    const bool exact = whole_rows_slots(s.loads) == s.loads;
+    const int slots = whole_rows_slots(s.loads);
+    const bool exact = slots == s.loads;
     const auto instance = [&](auto slots) {
       constexpr int kSlots = decltype(slots)::value, kLanes = whole_rows_lanes(kSlots);
       if constexpr (kSlots > 2)
         if (!exact) return go(whole_rows_kernel<R, kLanes, kSlots / kLanes, false>);
       return go(whole_rows_kernel<R, kLanes, kSlots / kLanes, true>);
     };
-    switch (whole_rows_slots(s.loads)) {
+    switch (slots) {
       case 1: return instance(std::integral_constant<int, 1>{});
       case 2: return instance(std::integral_constant<int, 2>{});
       case 4: return instance(std::integral_constant<int, 4>{});
