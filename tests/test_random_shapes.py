@@ -74,7 +74,10 @@ def test_expanded_dims_are_read_through_stride_zero():
     plan = torch_reduce.explain(x, 1)
     assert (plan["reduced"], plan["repeats"], plan["copy"]) == (1, 3, False)
     assert torch_reduce.explain(x, 1, "amax")["repeats"] == 1  # the extrema ignore repeats
-    assert torch_reduce.explain(x, 1, "argmax")["reduced"] == 3  # positions: every copy read
+    # Positions are the first copy's: an expanded dim before every other reduced dim read is not
+    # read either; after one (argmax over all of (5, 3, 7)), it is.
+    assert torch_reduce.explain(x, 1, "argmax")["reduced"] == 1
+    assert torch_reduce.explain(x, None, "argmax")["reduced"] * torch_reduce.explain(x, None, "argmax")["combine"] == 105
     got = torch_reduce.sum(torch.arange(35.0).reshape(5, 1, 7).expand(5, 3, 7), 1)
     assert torch.equal(got, torch.arange(35.0).reshape(5, 7) * 3)
 
@@ -146,7 +149,8 @@ def test_maps_of_transposed_results_against_torch(device):
 def test_expanded_reduced_dims_against_torch(device):
     # Every op of the family over expanded (stride 0) reduced dims: the extrema, any, all and the
     # means skip them, sums, var, logsumexp, norms and products take the repeats into their
-    # projection, the indexed ops read every copy; against torch, a NaN in one case, and
+    # projection, the indexed ops skip those before every other reduced dim and read the rest;
+    # against torch, a NaN in one case, and
     # full reductions (one dense run once the expanded dims are dropped) beside dims.
     gen, seed = fresh_generator(device)
     base = torch.randn(5, 1, 7, generator=gen, device=device)
@@ -183,6 +187,10 @@ def test_expanded_reduced_dims_against_torch(device):
             for op in ("argmax", "argmin"):
                 assert torch.equal(getattr(torch_reduce, op)(x, d), getattr(torch, op)(x, d)), (op, dim, seed)
             if d is not None:
+                for op in ("max", "min"):
+                    got, want = getattr(torch_reduce, op)(x, d), getattr(torch, op)(x, d)
+                    assert torch.equal(got.indices, want.indices), (op, dim, seed)
+                    torch.testing.assert_close(got.values, want.values, equal_nan=True, rtol=0, atol=0)
                 prod = base.clamp(-1.5, 1.5).expand_as(x) if x.shape == base.expand(5, 6, 7).shape else x
                 torch.testing.assert_close(torch_reduce.prod(prod, d), torch.prod(prod, d), rtol=1e-5, atol=1e-30,
                                            equal_nan=True, msg=lambda m: f"prod {dim} seed {seed}: {m}")

@@ -521,6 +521,19 @@ void check_plans() {
   p = plan_reduce(h100, f32_var, plan_input({11008, 80}, {80, 1}, {0}));
   expect(kernels(p) == "columns_kernel + block_partials_kernel" && p.step[1].grid[0] == 80,
          "plan: 80 split columns combine a block an output: " + plan_json(p));
+  // Rows of 3 packed along a run whose results are 14 apart, the result's run (14) elsewhere:
+  // logsumexp over dim 0 of (14, 151936, 3).transpose(2, 0) bfloat16. Under
+  // Tuning::transpose_least_outer (32) outer indexes, tile_kernel; with 8, transpose tiles.
+  OpTraits bf16_lse;
+  bf16_lse.in_bytes = 2, bf16_lse.acc_bytes = 8, bf16_lse.group_rows = true;
+  const PlanInput lse_in = plan_input({3, 151936, 14}, {1, 3, 455808}, {0});
+  p = plan_reduce(h100, bf16_lse, lse_in);
+  expect(kernels(p) == "tile_kernel", "plan: a result's run of 14 is tiles: " + plan_json(p));
+  Tuning short_outer;
+  short_outer.transpose_least_outer = 8;
+  p = plan_reduce(h100, bf16_lse, lse_in, short_outer);
+  expect(kernels(p) == "transpose_tile_kernel" && p.step[0].layout.outer == 14 && p.step[0].layout.inner == 151936,
+         "plan: ... transpose tiles from 8: " + plan_json(p));
   // The same layout planned twice: the same plan (no timing, no state).
   const Plan once = plan_of({4096, 4096}, {4096, 1}, {0}), again = plan_of({4096, 4096}, {4096, 1}, {0});
   expect(plan_json(again) == plan_json(once), "plan: the same layout gets the same plan");

@@ -230,6 +230,12 @@ struct Tuning {
   // 912 us, torch.compile 115; amin over the dim of 2 of (2, 32064, 13, 32).transpose(0, 3)
   // uint8 (transpose tiles 128 wide, three lanes in four idle) 135 us, torch.compile 9.9 (H200).
   int64_t transpose_least_inner = 8;
+  // ... and from this many outer indexes (the result's contiguous run; kTransposeTile, a tile's
+  // height at most, by default). Shorter ones take tile_kernel, a thread a row, its rows far apart
+  // in memory: logsumexp over the dim of 3 of (14, 151936, 3).transpose(2, 0) bfloat16, a
+  // result's run of 14, 35.6 us in CUDA graphs against torch.compile's 10.7 (H200, seed 62639).
+  // The kernel takes partial tiles; fewer remain to be measured (a trial, no rebuild).
+  int64_t transpose_least_outer = kTransposeTile;
   // Transposed short rows of whole 16-byte words from this many bytes a row take tiles along
   // the result, a thread a row (plan_reduce.h's rows).
   int64_t tile_words_least_bytes = 32;
@@ -307,6 +313,7 @@ inline constexpr TuningField kTuningFields[] = {
     {"quarter_tiles_per_sm", &Tuning::quarter_tiles_per_sm},
     {"slabs_least_bytes", &Tuning::slabs_least_bytes},
     {"transpose_least_inner", &Tuning::transpose_least_inner},
+    {"transpose_least_outer", &Tuning::transpose_least_outer},
     {"tile_words_least_bytes", &Tuning::tile_words_least_bytes},
     {"short_columns_inner_bytes", &Tuning::short_columns_inner_bytes},
     {"short_columns_loads", &Tuning::short_columns_loads},
@@ -546,13 +553,13 @@ inline int64_t segments_per_row(int64_t outer, int64_t most, int64_t wave) {
 // input): tile_kernel's lanes then go along outer.
 inline bool tiles_transposed(const Layout3& l) { return l.out_inner != 1 && l.outer > 1 && l.outer_out(1) == 1; }
 
-// Short reductions of results transposed against the input, kTransposeTile of them at least
-// along outer and least_inner along inner (Tuning::transpose_least_inner), the inner run
+// Short reductions of results transposed against the input, least_outer of them at least along
+// outer and least_inner along inner (Tuning::transpose_least_outer, transpose_least_inner), the inner run
 // contiguous, or rows packed along it (layout.h's packed_rows_transposed): transpose_tile_kernel.
-inline bool transposable(const Layout3& l, int64_t least_inner) {
+inline bool transposable(const Layout3& l, int64_t least_inner, int64_t least_outer) {
   const bool packed_rows = l.in_reduced == 1 && l.in_inner == l.reduced;
   return l.reduced <= kTileReduced && tiles_transposed(l) && (l.in_inner == 1 || packed_rows) &&
-         l.inner >= least_inner && l.outer >= kTransposeTile;
+         l.inner >= least_inner && l.outer >= least_outer;
 }
 
 // The split of a full reduction of n elements of `size` bytes at `address` (kernels/vector.cuh

@@ -292,7 +292,7 @@ class Planner {
         rows_in_result_order(l, &by_result) && tile_word(by_result) >= 16)
       return tiles(by_result, to);
     if (l.reduced <= kTileReduced && packed_rows_transposed(l, &by_result) &&
-        transposable(by_result, k_.transpose_least_inner))
+        transposable(by_result, k_.transpose_least_inner, k_.transpose_least_outer))
       return tiles(by_result, to);
     if (l.reduced <= kTileReduced && rows_in_result_order(l, &by_result)) return tiles(by_result, to);
     // Other short rows that are not whole vectors: a thread a row, its elements loaded at once
@@ -448,7 +448,7 @@ class Planner {
   // run, a tile of each at least: transpose_tile_kernel, whole words of V elements where every
   // row's start is aligned to them.
   int64_t tiles(const Layout3& l, int64_t to) {
-    if (transposable(l, k_.transpose_least_inner)) {
+    if (transposable(l, k_.transpose_least_inner, k_.transpose_least_outer)) {
       const int64_t V = transpose_vector(t_.in_bytes, t_.acc_bytes);
       int lane_bits = kTransposeLeastLaneBits;
       while (lane_bits < kTransposeMostLaneBits && (V << lane_bits) < l.inner) ++lane_bits;
@@ -779,7 +779,7 @@ class Planner {
     // way: transpose_tile_kernel, dense or not. Slabs store such results one by one, far apart
     // (var over the dim of 3 of a channels_last (112, 32, 197, 3) float32: 16.7 us in slabs,
     // torch.compile 3.1).
-    if (!merged && transposable(l, k_.transpose_least_inner)) return tiles(l, to);
+    if (!merged && transposable(l, k_.transpose_least_inner, k_.transpose_least_outer)) return tiles(l, to);
     // Also short columns whose V outputs a thread hold 64 bytes of accumulators or more
     // (positions' 16 bytes, min-max pairs of 2-byte inputs): the columns kernel parks them in
     // shared memory and ran at an eighth of DRAM's peak (in CUDA graphs, H200, us: argmax over

@@ -327,7 +327,7 @@ inline constexpr bool kWholeRows = !is_indexed_v<typename R::Op> && sizeof(typen
 // over rows of 224 of (1024, 7, 224) bfloat16 1.97 -> 1.52. Both forms in one kernel left two
 // rows of a power of two slower (the exact form's code unchanged but for the branch): prod over
 // rows of 128 of (12, 1023, 128) bfloat16 1.30 -> 1.55, sum over rows of 128 of (5120, 8, 128)
-// bfloat16 2.25 -> 2.45; instances of their own for the inexact form are the next step.
+// bfloat16 2.25 -> 2.45; so each form is an instance of its own (kExact).
 template <class R, int kTeam, int kLoads, bool kExact>
 __device__ __forceinline__ void whole_row(const uint4* v, int m, int t, int64_t at, Sink out) {
   using Op = typename R::Op;
@@ -397,7 +397,8 @@ __device__ __forceinline__ void whole_row(const uint4* v, int m, int t, int64_t 
   if (t == 0) store_acc<Op, typename R::In>(out, at, acc);
 }
 
-template <class R, int kTeam, int kLoads>
+// kExact: every row fills the instance's slots (a power of two of vectors), the launcher's choice.
+template <class R, int kTeam, int kLoads, bool kExact>
 __global__ void __launch_bounds__(kRowsBlock, 2048 / kRowsBlock)
 whole_rows_kernel(const typename R::In* x, Layout3 l, Sink out) {
   constexpr int64_t kPer = 16 / int64_t(sizeof(typename R::In));
@@ -409,15 +410,12 @@ whole_rows_kernel(const typename R::In* x, Layout3 l, Sink out) {
   const auto* v = reinterpret_cast<const uint4*>(x + l.outer_in(o)) + t;
   const int64_t at = l.outer_out(o);
   // Rows of m vectors, more than half the instance's slots (plan.h's whole_rows_slots).
-  const int m = int(l.reduced / kPer);
+  const int m = kExact ? kTeam * kLoads : int(l.reduced / kPer);
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   cudaGridDependencySynchronize();  // as rows_kernel's short rows
   cudaTriggerProgrammaticLaunchCompletion();
 #endif
-  constexpr int kSlots = kTeam * kLoads;
-  if constexpr (kSlots <= 2) whole_row<R, kTeam, kLoads, true>(v, m, t, at, out);  // rows of 1 and 2 fill them
-  else if (m == kSlots) whole_row<R, kTeam, kLoads, true>(v, m, t, at, out);
-  else whole_row<R, kTeam, kLoads, false>(v, m, t, at, out);
+  whole_row<R, kTeam, kLoads, kExact>(v, m, t, at, out);
 }
 
 // Combines p[j * stride] for j = first, first + step, ... below `count`, in that order, kLoads
@@ -1608,12 +1606,17 @@ cudaError_t launch_rows(const Step& s, Go go) {
 template <class R, class Go>
 cudaError_t launch_whole_rows(const Step& s, Go go) {
   if constexpr (kWholeRows<R>) {
-    // The instance of whole_rows_slots(loads) slots, whole_rows_lanes of them lanes (plan.h).
+    // The instance of whole_rows_slots(loads) slots, whole_rows_lanes of them lanes (plan.h),
+    // exact where the rows fill them (rows of 1 and 2 vectors always do).
+    const int slots = whole_rows_slots(s.loads);
+    const bool exact = slots == s.loads;
     const auto instance = [&](auto slots) {
       constexpr int kSlots = decltype(slots)::value, kLanes = whole_rows_lanes(kSlots);
-      return go(whole_rows_kernel<R, kLanes, kSlots / kLanes>);
+      if constexpr (kSlots > 2)
+        if (!exact) return go(whole_rows_kernel<R, kLanes, kSlots / kLanes, false>);
+      return go(whole_rows_kernel<R, kLanes, kSlots / kLanes, true>);
     };
-    switch (whole_rows_slots(s.loads)) {
+    switch (slots) {
       case 1: return instance(std::integral_constant<int, 1>{});
       case 2: return instance(std::integral_constant<int, 2>{});
       case 4: return instance(std::integral_constant<int, 4>{});
