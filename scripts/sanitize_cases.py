@@ -87,6 +87,11 @@ DIMS_CASES = [
     ("long map, aligned rows", lambda d: _small_ints((64, 1, 4096), d), 1),
     ("long map, rows of 4099", lambda d: _small_ints((3, 1, 4099), d), 1),
     ("stride-0 reduced dim", lambda d: _small_ints((40, 1, 33), d).expand(40, 9, 33), 1),
+    # Kept dims of stride 0 over 2^16 results: the distinct results copied along them
+    # (repeat_kernel): words of a run, of one result's copies, and elements.
+    ("stride-0 kept dim, runs of 64", lambda d: _small_ints((4, 1, 3, 64), d).expand(4, 300, 3, 64), 2),
+    ("stride-0 kept dim innermost", lambda d: _small_ints((300, 3, 1), d).expand(300, 3, 256), 1),
+    ("stride-0 kept dim, runs of 7", lambda d: _small_ints((4, 1, 3, 7), d).expand(4, 2500, 3, 7), 2),
     # Dense short rows: a vector's worth of rows a thread, the last rows an element a load
     # (short_rows_kernel); unaligned, slabs. Dense slabs of narrow columns of up to 8 elements
     # an output: an output a thread from shared memory; short reductions of few outputs: tiles

@@ -731,6 +731,34 @@ def test_kept_expanded_dims_repeat_one_reduction(device):
 
 
 @pytest.mark.parametrize("device", DEVICES)
+def test_kept_expanded_dims_of_every_element_size(device):
+    # The distinct results copied along the repeats (CUDA: repeat_kernel, plan.h's plan_repeat)
+    # for results of 1, 2, 4 and 8 bytes: runs of 56 and 64 between repeats (16-byte words of
+    # results where the run holds whole words, else an element at a time), runs of 7 (elements),
+    # and a repeated innermost dim (words of one result's copies). Over 2^16 results each.
+    gen, seed = fresh_generator(device)
+    shapes = [((8, 1, 3, 56), (8, 300, 3, 56), 2), ((8, 1, 3, 64), (8, 200, 3, 64), 2),
+              ((8, 1, 3, 7), (8, 2000, 3, 7), 2), ((300, 3, 1), (300, 3, 256), 1)]
+    ops = [("any", torch.bool), ("amax", torch.uint8), ("sum", torch.float16), ("sum", torch.bfloat16),
+           ("sum", torch.int32), ("mean", torch.float64), ("sum", torch.int64)]
+    for base, expanded, dim in shapes:
+        for op, dtype in ops:
+            x = torch.randint(0, 3, base, generator=gen, device=device).to(dtype).expand(expanded)
+            got, want = getattr(torch_reduce, op)(x, dim), getattr(torch, op)(x, dim)
+            assert got.dtype == want.dtype and got.shape == want.shape, (op, dtype, expanded, seed)
+            if op == "mean":
+                torch.testing.assert_close(got, want, rtol=1e-15, atol=0)
+            else:  # small integers: every sum is exact in every dtype, so torch's bits
+                assert torch.equal(got, want), (op, dtype, expanded, seed)
+        values, indices = torch_reduce.max(x.float(), dim)
+        want_values, want_indices = x.float().max(dim)
+        assert torch.equal(values, want_values) and torch.equal(indices, want_indices), (expanded, seed)
+        var, mean = torch_reduce.var_mean(x.float(), dim)
+        want_var, want_mean = torch.var_mean(x.double(), dim)
+        torch.testing.assert_close((var.double(), mean.double()), (want_var, want_mean), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("device", DEVICES)
 def test_word_rows_from_misaligned_storage(device):
     # Rows of 8 elements starting one element past an aligned address: no row is a whole aligned
     # word, so the kernels load element by element.

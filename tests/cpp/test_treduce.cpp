@@ -538,11 +538,59 @@ void check_plans() {
   const Plan once = plan_of({4096, 4096}, {4096, 1}, {0}), again = plan_of({4096, 4096}, {4096, 1}, {0});
   expect(plan_json(again) == plan_json(once), "plan: the same layout gets the same plan");
 }
+
+// Repeated results (plan_repeat): the words' offsets in the distinct results against the
+// result's own index arithmetic, every element, for each way a result is folded.
+void check_repeat_plans() {
+  using namespace treduce::cuda;
+  struct Case {
+    std::vector<int64_t> size, stride;
+    int bytes;
+    uintptr_t src, out;
+    int per;
+    bool splat;
+    int runs;
+    const char* what;
+  };
+  const Case cases[] = {
+      {{32, 64, 56}, {56, 0, 1}, 2, 0, 0, 8, false, 3, "runs of 56 float16 between repeats: words of them"},
+      {{100, 64}, {1, 0}, 4, 0, 0, 4, true, 2, "the innermost run repeats: words of copies"},
+      {{10, 3, 7}, {7, 0, 1}, 2, 0, 0, 1, false, 3, "runs of 7: elements"},
+      {{10, 3, 8}, {8, 0, 1}, 2, 2, 0, 1, false, 3, "distinct results off a word: elements"},
+      {{10, 3, 8}, {8, 0, 1}, 2, 0, 8, 1, false, 3, "the result off a word: elements"},
+      {{5, 6, 7, 8}, {0, 0, 8, 1}, 8, 0, 0, 2, false, 2, "repeats and runs merged"},
+      {{3, 1, 4, 16}, {64, 7, 16, 1}, 1, 0, 0, 16, false, 1, "dims of one skipped, all merged"},
+      {{6, 2, 32}, {2, 1, 0}, 1, 0, 0, 16, true, 2, "bytes repeated 32 times"},
+  };
+  for (const Case& c : cases) {
+    RepeatPlan p;
+    const bool ok = plan_repeat(c.size.data(), c.stride.data(), int(c.size.size()), c.bytes, c.src, c.out, &p);
+    expect(ok && p.per == c.per && p.splat == c.splat && p.index.runs == c.runs,
+           std::string("repeat plan: ") + c.what + " (per " + std::to_string(p.per) + ", runs " +
+               std::to_string(p.index.runs) + ")");
+    if (!ok) continue;
+    int64_t n = 1;
+    for (int64_t s : c.size) n *= s;
+    bool same = p.words * p.per == n;
+    for (int64_t e = 0; e < n && same; ++e) {
+      int64_t want = 0, rest = e;
+      for (int k = int(c.size.size()) - 1; k >= 0; --k) want += (rest % c.size[k]) * c.stride[k], rest /= c.size[k];
+      const int64_t got = p.index.in_offset(e / p.per) + (p.splat ? 0 : e % p.per);
+      same = got == want;
+    }
+    expect(same, std::string("repeat plan: every element's offset, ") + c.what);
+  }
+  // Five runs: more than an index takes.
+  const std::vector<int64_t> size{2, 3, 2, 3, 2}, stride{6, 0, 2, 0, 1};
+  RepeatPlan p;
+  expect(!plan_repeat(size.data(), stride.data(), 5, 4, 0, 0, &p), "repeat plan: five runs are not folded");
+}
 }  // namespace
 
 int main() {
   check_segments_per_row();
   check_plans();
+  check_repeat_plans();
   at::manual_seed(0x5eed);
   check_device(at::Device(at::kCPU));
   if (at::hasCUDA()) check_device(at::Device(at::kCUDA, 0));

@@ -77,6 +77,11 @@ cudaError_t launch_exact(const ReduceArgs& a, int64_t* state, size_t* workspace_
 // _exact_round: n states (contiguous) rounded into n results of `dtype` (a floating DType).
 cudaError_t launch_exact_round(const int64_t* state, int64_t n, void* out, DType dtype, cudaStream_t stream);
 
+// The distinct results src copied into every place of the dense result out, as plan_repeat
+// (plan.h) folded them (repeat.cu). Never synchronises.
+cudaError_t launch_repeat(const RepeatPlan& p, const void* src, void* out, cudaStream_t stream, int sm_count,
+                          int cc_major);
+
 // Streams through `bytes` bytes (16-byte aligned; a multiple of 16 is read) and does nothing
 // else: the bandwidth ceiling the benchmark compares against. See read_probe.cu.
 cudaError_t launch_read_probe(const void* data, int64_t bytes, unsigned* out, cudaStream_t stream,

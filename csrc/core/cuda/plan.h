@@ -617,4 +617,60 @@ inline std::string plan_json(const Plan& p) {
          steps + "]}";
 }
 
+// ---------------------------------------------------------------------------------------------
+// Results that repeat: kept dims expanded with stride 0 in the input leave every result along
+// them the same, so the kernels reduce the distinct ones (torch/treduce.cpp) and repeat_kernel
+// (repeat.cu) copies them into the dense result. Dim k of the result (outermost first) has
+// size[k] elements and steps src_stride[k] elements in the dense distinct results (0 along the
+// repeats). Folded into at most kMaxOuterRuns runs, the result is copied a 16-byte word a
+// thread where its innermost run allows: a run of distinct results (a word of them) or a run of
+// one repeated result (a word of its copies); else an element a thread. torch's copy of the
+// expanded results (TensorIterator: an element a thread, an offset a dim) wrote 230 MB of
+// float16, (32064, 64, 56), at 1 TB/s: 228 us in all where torch.compile took 70 (H200).
+struct RepeatPlan {
+  RunIndex index;       // over words: each run's size in words, its stride in src in elements
+  int64_t words = 0;    // words of the result
+  int per = 1;          // elements a word: 1, or 16 / bytes
+  bool splat = false;   // the innermost run repeats one element: a word of its copies
+  int bytes = 0;        // of an element: 1, 2, 4 or 8
+};
+
+// False where the result is not folded into kMaxOuterRuns runs or has 2^31 words or more
+// (RunIndex's 32-bit division): the caller copies some other way.
+inline bool plan_repeat(const int64_t* size, const int64_t* src_stride, int dims, int bytes, uintptr_t src,
+                        uintptr_t out, RepeatPlan* plan) {
+  if (bytes != 1 && bytes != 2 && bytes != 4 && bytes != 8) return false;
+  // Runs from the innermost: a dim joins the run inside it where its stride continues that
+  // run's (both 0 along repeats).
+  int64_t run_size[kMaxOuterRuns], run_stride[kMaxOuterRuns];
+  int runs = 0;
+  int64_t n = 1;
+  for (int k = dims - 1; k >= 0; --k) {
+    n *= size[k];
+    if (size[k] == 1) continue;
+    if (runs > 0 && src_stride[k] == run_stride[runs - 1] * run_size[runs - 1]) {
+      run_size[runs - 1] *= size[k];
+      continue;
+    }
+    if (runs == kMaxOuterRuns) return false;
+    run_size[runs] = size[k], run_stride[runs] = src_stride[k], ++runs;
+  }
+  if (runs == 0) run_size[0] = 1, run_stride[0] = 1, runs = 1;  // one element
+  RepeatPlan p;
+  p.bytes = bytes;
+  const int per = 16 / bytes;
+  bool strides_whole = true;  // every distinct run starts on a word
+  for (int r = 1; r < runs; ++r) strides_whole = strides_whole && run_stride[r] % per == 0;
+  if (run_size[0] % per == 0 && out % 16 == 0) {
+    if (run_stride[0] == 1 && strides_whole && src % 16 == 0) p.per = per;
+    if (run_stride[0] == 0) p.per = per, p.splat = true;
+  }
+  if (n / p.per >= (int64_t(1) << 31)) return false;
+  p.words = n / p.per;
+  for (int r = runs - 1; r >= 0; --r)  // outermost first
+    p.index.add(r == 0 ? run_size[0] / p.per : run_size[r], r == 0 && !p.splat ? run_stride[0] * p.per : run_stride[r], 0);
+  *plan = p;
+  return true;
+}
+
 }  // namespace treduce::cuda

@@ -104,6 +104,22 @@ ReduceArgs args_of(const Prepared& p) {
   return args;
 }
 
+// The distinct results of kept dims expanded in the input (plan_layout) into every place of
+// the result: repeat_kernel where plan_repeat folds it (a dense result), else torch's copy.
+void repeat_into(const at::Tensor& out, const at::Tensor& distinct, const ReduceArgs& a) {
+  const at::Tensor src = distinct.expand_as(out);
+  RepeatPlan plan;
+  if (out.is_contiguous() && distinct.is_contiguous() &&
+      plan_repeat(out.sizes().data(), src.strides().data(), int(out.dim()), int(out.element_size()),
+                  reinterpret_cast<uintptr_t>(distinct.const_data_ptr()),
+                  reinterpret_cast<uintptr_t>(out.const_data_ptr()), &plan)) {
+    C10_CUDA_CHECK(launch_repeat(plan, distinct.const_data_ptr(), out.mutable_data_ptr(), a.stream, a.sm_count,
+                                 a.cc_major));
+  } else {
+    out.copy_(src);
+  }
+}
+
 at::Tensor run(const Prepared& p) {
   if (p.done) return p.out;
   ReduceArgs args = args_of(p);
@@ -131,8 +147,8 @@ at::Tensor run(const Prepared& p) {
   }
   C10_CUDA_CHECK(launch(nullptr));
   if (p.distinct.defined()) {
-    if (!positions_only(p)) p.out.copy_(p.distinct.expand_as(p.out));
-    if (p.out2.defined()) p.out2.copy_(p.distinct2.expand_as(p.out2));
+    if (!positions_only(p)) repeat_into(p.out, p.distinct, args);
+    if (p.out2.defined()) repeat_into(p.out2, p.distinct2, args);
   }
   return p.out;
 }
