@@ -4,6 +4,7 @@ real-model-like cases of benchmarks/random_shapes.py at small sizes, every resul
 is one) the GPU."""
 
 import json
+import math
 import os
 import subprocess
 import sys
@@ -742,6 +743,9 @@ def test_kept_expanded_dims_of_every_element_size(device):
     ops = [("any", torch.bool), ("amax", torch.uint8), ("sum", torch.float16), ("sum", torch.bfloat16),
            ("sum", torch.int32), ("mean", torch.float64), ("sum", torch.int64)]
     for base, expanded, dim in shapes:
+        # explain: the distinct results the kernels reduce before the copy (CUDA only)
+        distinct = torch_reduce.explain(torch.empty(base, device=device).expand(expanded), dim)["distinct"]
+        assert distinct == (math.prod(base) // base[dim] if device == "cuda" else 0), (expanded, distinct)
         for op, dtype in ops:
             x = torch.randint(0, 3, base, generator=gen, device=device).to(dtype).expand(expanded)
             got, want = getattr(torch_reduce, op)(x, dim), getattr(torch, op)(x, dim)

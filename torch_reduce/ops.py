@@ -371,8 +371,10 @@ def explain(x: torch.Tensor, dim: Dims = None, op: str = "sum") -> dict:
     (csrc/core/layout.h): outputs = outer x inner / combine; ``outer_runs`` lists [size, input stride,
     output stride] of each run an outer index stands for when there are several; ``combine`` > 1
     means the reduced dims were several runs of memory, reduced in two passes; ``copy`` means the
-    kernels read a copy of ``x`` (more separate runs than they index, or another dtype).
-    On CUDA, ``plan`` is what a call launches (csrc/core/cuda/plan.h), as an eager call on the current
+    kernels read a copy of ``x`` (more separate runs than they index, or another dtype);
+    ``repeats`` counts the copies of each element along expanded (stride 0) reduced dims, which
+    are not read; ``distinct`` > 0 means kept dims expanded in ``x`` repeat the results, so the
+    kernels reduce that many distinct ones and a copy kernel repeats them (CUDA). On CUDA, ``plan`` is what a call launches (csrc/core/cuda/plan.h), as an eager call on the current
     stream takes it: ``workspace`` bytes and the ``steps``, each a kernel with its grid, block,
     whether it launches with programmatic dependence, what it reads and writes (the input, the
     result, or partials in the workspace) and its parameters. The plan depends only on the

@@ -428,7 +428,8 @@ std::string plan_op(const at::Tensor& x, at::OptionalIntArrayRef dim, c10::strin
   return "{" + field("outer", l.outer) + field("reduced", l.reduced) + field("inner", l.inner) +
          field("in_outer", l.in_outer) + field("in_reduced", l.in_reduced) + field("in_inner", l.in_inner) +
          field("out_outer", l.out_outer) + field("out_inner", l.out_inner) + "\"outer_runs\": [" + runs + "], " +
-         field("combine", l.combine) + field("repeats", p.project.repeats) + "\"copy\": " + (copy ? "true" : "false") + ", \"done\": " +
+         field("combine", l.combine) + field("repeats", p.project.repeats) +
+         field("distinct", p.distinct.defined() ? p.distinct.numel() : 0) + "\"copy\": " + (copy ? "true" : "false") + ", \"done\": " +
          (p.done ? "true" : "false") + ", \"plan\": " + plan + "}";
 }
 
