@@ -25,7 +25,7 @@ def test_contiguous_layouts_fold_as_one_view():
     x = torch.empty(6, 5, 4)
     assert torch_reduce.explain(x, 1) == {
         "outer": 6, "reduced": 5, "inner": 4, "in_outer": 20, "in_reduced": 4, "in_inner": 1, "out_outer": 4,
-        "out_inner": 1, "outer_runs": [], "combine": 1, "repeats": 1, "copy": False, "done": False, "plan": None}
+        "out_inner": 1, "outer_runs": [], "combine": 1, "repeats": 1, "distinct": 0, "copy": False, "done": False, "plan": None}
     rows = torch_reduce.explain(x, (1, 2))  # neighbours of one kind merge
     assert (rows["outer"], rows["reduced"], rows["inner"], rows["in_reduced"]) == (6, 20, 1, 1)
     full = torch_reduce.explain(x)
