@@ -855,42 +855,6 @@ __device__ __forceinline__ int32_t small_offset(const SmallRun* r, int runs, int
   return offset + int32_t(n) * r[0].in;
 }
 
-// An output of `reduced` (at most kR) elements e[0, reduced), in registers. Welford's in two
-// passes over them (VarOp::row_mean, from_deviations; the pivot the first element), as
-// whole_rows_kernel's rows, where the one-element updates divided at every element: an infinity
-// among the elements makes the mean and the variance NaN, as torch's (whose Welford's combines of
-// its per-thread accumulators do; one element after another, an infinity last left the mean
-// infinite). The others element by element, in order. (slab_kernel's and tile_kernel's outputs, small_kernel's last groups.)
-template <class R, int kR>
-__device__ __forceinline__ typename R::Acc short_reduction(const typename R::In (&e)[kR], int reduced) {
-  using Op = typename R::Op;
-  auto acc = Op::identity();
-  if constexpr (HasRowPasses<Op>::value) {
-    using A = typename R::Value;
-    const A count = A(reduced), pivot = R::value(e[0]);
-    A sum = A(0);
-#pragma unroll
-    for (int r = 0; r < kR; ++r)
-      if (r < reduced) sum += R::value(e[r]) - pivot;
-    const A mean = Op::row_mean(pivot, sum, count);
-    A d1 = A(0), d2 = A(0);
-#pragma unroll
-    for (int r = 0; r < kR; ++r) {
-      if (r < reduced) {
-        const A d = R::value(e[r]) - mean;
-        d1 += d;
-        d2 += d * d;
-      }
-    }
-    acc = Op::from_deviations(mean, d1, d2, count);
-  } else {
-#pragma unroll
-    for (int r = 0; r < kR; ++r)
-      if (r < reduced) element_into<R>(acc, e[r], r);
-  }
-  return acc;
-}
-
 // Each thread's result, first element and step between loads (one reduced run) are worked out
 // from the parameters before the kernel waits for the one before it (programmatic dependence), so
 // that arithmetic overlaps the previous kernel instead of following it (ncu: ~240 instructions a
@@ -949,17 +913,9 @@ small_kernel(Sink out, const typename R::In* x, int team_bits, bool vectors, Sma
         return;
       }
     }
-    if constexpr (kGroupLoads<R> && HasRowPasses<Op>::value) {
-      // A part of a group (a thread's last): Welford's in two passes over its elements in
-      // registers, then one combine, not an update with a division for each element (var over
-      // dim 0 of (3, 32000) float32, a result of 3 a thread: 1.89 us in CUDA graphs,
-      // torch.compile 1.25; H200).
-      acc = Op::combine(acc, short_reduction<R, kLoads>(e, (count - j + team - 1) / team));
-    } else {
 #pragma unroll
-      for (int u = 0; u < kLoads; ++u)
-        if (j + u * team < count) element_into<R>(acc, e[u], j + u * team);
-    }
+    for (int u = 0; u < kLoads; ++u)
+      if (j + u * team < count) element_into<R>(acc, e[u], j + u * team);
   };
   // The same for the vectors v, v + team, ... below n (at(u, w): the address of vector w, the
   // group's u).
@@ -1014,6 +970,42 @@ small_kernel(Sink out, const typename R::In* x, int team_bits, bool vectors, Sma
     }
   }
   if (live && lane == 0) store_acc<Op, typename R::In>(out, k, acc);
+}
+
+// An output of `reduced` (at most kR) elements e[0, reduced), in registers. Welford's in two
+// passes over them (VarOp::row_mean, from_deviations; the pivot the first element), as
+// whole_rows_kernel's rows, where the one-element updates divided at every element: an infinity
+// among the elements makes the mean and the variance NaN, as torch's (whose Welford's combines of
+// its per-thread accumulators do; one element after another, an infinity last left the mean
+// infinite). The others element by element, in order. (slab_kernel's and tile_kernel's outputs.)
+template <class R, int kR>
+__device__ __forceinline__ typename R::Acc short_reduction(const typename R::In (&e)[kR], int reduced) {
+  using Op = typename R::Op;
+  auto acc = Op::identity();
+  if constexpr (HasRowPasses<Op>::value) {
+    using A = typename R::Value;
+    const A count = A(reduced), pivot = R::value(e[0]);
+    A sum = A(0);
+#pragma unroll
+    for (int r = 0; r < kR; ++r)
+      if (r < reduced) sum += R::value(e[r]) - pivot;
+    const A mean = Op::row_mean(pivot, sum, count);
+    A d1 = A(0), d2 = A(0);
+#pragma unroll
+    for (int r = 0; r < kR; ++r) {
+      if (r < reduced) {
+        const A d = R::value(e[r]) - mean;
+        d1 += d;
+        d2 += d * d;
+      }
+    }
+    acc = Op::from_deviations(mean, d1, d2, count);
+  } else {
+#pragma unroll
+    for (int r = 0; r < kR; ++r)
+      if (r < reduced) element_into<R>(acc, e[r], r);
+  }
+  return acc;
 }
 
 // Short reductions over many outputs (Layout3 with reduced <= kTileReduced) where the columns
