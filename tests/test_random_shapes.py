@@ -754,11 +754,14 @@ def test_kept_expanded_dims_of_every_element_size(device):
                 torch.testing.assert_close(got, want, rtol=1e-15, atol=0)
             else:  # small integers: every sum is exact in every dtype, so torch's bits
                 assert torch.equal(got, want), (op, dtype, expanded, seed)
-        values, indices = torch_reduce.max(x.float(), dim)
-        want_values, want_indices = x.float().max(dim)
+        # float32 values and int64 positions, var_mean's two results: of the expanded tensor
+        # itself (x.float() of an expanded tensor is a dense copy, which repeats nothing)
+        xf = torch.randint(0, 3, base, generator=gen, device=device).float().expand(expanded)
+        values, indices = torch_reduce.max(xf, dim)
+        want_values, want_indices = xf.max(dim)
         assert torch.equal(values, want_values) and torch.equal(indices, want_indices), (expanded, seed)
-        var, mean = torch_reduce.var_mean(x.float(), dim)
-        want_var, want_mean = torch.var_mean(x.double(), dim)
+        var, mean = torch_reduce.var_mean(xf, dim)
+        want_var, want_mean = torch.var_mean(xf.double(), dim)
         torch.testing.assert_close((var.double(), mean.double()), (want_var, want_mean), rtol=1e-5, atol=1e-6)
 
 
