@@ -78,9 +78,9 @@ cudaError_t launch_exact(const ReduceArgs& a, int64_t* state, size_t* workspace_
 cudaError_t launch_exact_round(const int64_t* state, int64_t n, void* out, DType dtype, cudaStream_t stream);
 
 // The distinct results src copied into every place of the dense result out, as plan_repeat
-// (plan.h) folded them (repeat.cu). Never synchronises.
-cudaError_t launch_repeat(const RepeatPlan& p, const void* src, void* out, cudaStream_t stream, int sm_count,
-                          int cc_major);
+// (plan.h) folded them (repeat.cu), on a.stream after the kernels that wrote src (a.sm_count
+// and a.cc_major are read, nothing else). Never synchronises.
+cudaError_t launch_repeat(const RepeatPlan& p, const void* src, void* out, const ReduceArgs& a);
 
 // Streams through `bytes` bytes (16-byte aligned; a multiple of 16 is read) and does nothing
 // else: the bandwidth ceiling the benchmark compares against. See read_probe.cu.

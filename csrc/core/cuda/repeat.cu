@@ -46,43 +46,31 @@ __global__ void __launch_bounds__(kRepeatBlock) repeat_kernel(const T* src, T* o
 }
 
 template <class T, int kPer, bool kSplat>
-cudaError_t launch_as(const RepeatPlan& p, const void* src, void* out, cudaStream_t stream, int sm_count,
-                      int cc_major) {
+cudaError_t launch_as(const RepeatPlan& p, const void* src, void* out, const ReduceArgs& a) {
   const auto kernel = repeat_kernel<T, kPer, kSplat>;
-  const int64_t most = int64_t(sm_count) * resident_blocks_per_sm<repeat_kernel<T, kPer, kSplat>>(kRepeatBlock);
+  const int64_t most = int64_t(a.sm_count) * resident_blocks_per_sm<repeat_kernel<T, kPer, kSplat>>(kRepeatBlock);
   const int64_t blocks = std::clamp<int64_t>(ceil_div(p.words, int64_t(kRepeatBlock) * kRepeatUnroll), 1, most);
-  cudaLaunchAttribute overlap[1];
-  overlap[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  overlap[0].val.programmaticStreamSerializationAllowed = 1;
-  cudaLaunchConfig_t config = {};
-  config.gridDim = dim3(unsigned(blocks));
-  config.blockDim = dim3(kRepeatBlock);
-  config.stream = stream;
-  config.attrs = overlap;
-  config.numAttrs = cc_major >= 9 ? 1 : 0;
-  return cudaLaunchKernelEx(&config, kernel, static_cast<const T*>(src), static_cast<T*>(out), p.words, p.index);
+  return launch_dependent(kernel, dim3(unsigned(blocks)), dim3(kRepeatBlock), a, static_cast<const T*>(src),
+                          static_cast<T*>(out), p.words, p.index);
 }
 
 template <class T>
-cudaError_t launch_of(const RepeatPlan& p, const void* src, void* out, cudaStream_t stream, int sm_count,
-                      int cc_major) {
+cudaError_t launch_of(const RepeatPlan& p, const void* src, void* out, const ReduceArgs& a) {
   constexpr int kPer = 16 / int(sizeof(T));
-  if (p.per == 1) return launch_as<T, 1, false>(p, src, out, stream, sm_count, cc_major);
+  if (p.per == 1) return launch_as<T, 1, false>(p, src, out, a);
   if (p.per != kPer) return cudaErrorInvalidValue;
-  return p.splat ? launch_as<T, kPer, true>(p, src, out, stream, sm_count, cc_major)
-                 : launch_as<T, kPer, false>(p, src, out, stream, sm_count, cc_major);
+  return p.splat ? launch_as<T, kPer, true>(p, src, out, a) : launch_as<T, kPer, false>(p, src, out, a);
 }
 
 }  // namespace
 
-cudaError_t launch_repeat(const RepeatPlan& p, const void* src, void* out, cudaStream_t stream, int sm_count,
-                          int cc_major) {
+cudaError_t launch_repeat(const RepeatPlan& p, const void* src, void* out, const ReduceArgs& a) {
   if (p.words == 0) return cudaSuccess;
   switch (p.bytes) {
-    case 1: return launch_of<uint8_t>(p, src, out, stream, sm_count, cc_major);
-    case 2: return launch_of<uint16_t>(p, src, out, stream, sm_count, cc_major);
-    case 4: return launch_of<uint32_t>(p, src, out, stream, sm_count, cc_major);
-    case 8: return launch_of<unsigned long long>(p, src, out, stream, sm_count, cc_major);
+    case 1: return launch_of<uint8_t>(p, src, out, a);
+    case 2: return launch_of<uint16_t>(p, src, out, a);
+    case 4: return launch_of<uint32_t>(p, src, out, a);
+    case 8: return launch_of<unsigned long long>(p, src, out, a);
     default: return cudaErrorInvalidValue;
   }
 }

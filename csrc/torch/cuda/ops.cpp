@@ -113,8 +113,7 @@ void repeat_into(const at::Tensor& out, const at::Tensor& distinct, const Reduce
       plan_repeat(out.sizes().data(), src.strides().data(), int(out.dim()), int(out.element_size()),
                   reinterpret_cast<uintptr_t>(distinct.const_data_ptr()),
                   reinterpret_cast<uintptr_t>(out.const_data_ptr()), &plan)) {
-    C10_CUDA_CHECK(launch_repeat(plan, distinct.const_data_ptr(), out.mutable_data_ptr(), a.stream, a.sm_count,
-                                 a.cc_major));
+    C10_CUDA_CHECK(launch_repeat(plan, distinct.const_data_ptr(), out.mutable_data_ptr(), a));
   } else {
     out.copy_(src);
   }
