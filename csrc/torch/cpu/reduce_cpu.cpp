@@ -1522,11 +1522,34 @@ std::tuple<at::Tensor, at::Tensor> aminmax_cpu(const at::Tensor& self, std::opti
   return {p.out, p.out2};
 }
 
+// Over one element every position is 0 (the result is contiguous), written by all threads, as
+// torch's fill: most of a large result's time is the first touch of its pages (argmin over dim 0
+// of (8192, 1, 128).transpose(1, 0), 8 MB of positions: one thread's memset took 244 us on 2
+// threads, torch 136; 412 on 16, torch 34).
+void zero_positions(const at::Tensor& positions) {
+  auto* data = static_cast<int64_t*>(positions.mutable_data_ptr());
+  at::parallel_for(0, positions.numel(), int64_t(1) << 15, [&](int64_t begin, int64_t end) {
+    std::memset(data + begin, 0, size_t(end - begin) * sizeof(int64_t));
+  });
+}
+
 // max and min over a dim, argmax and argmin: one operator a direction, values and positions.
 template <ReduceOp kOp>
 std::tuple<at::Tensor, at::Tensor> max_dim_cpu(const at::Tensor& self, int64_t dim, bool keepdim) {
   const Prepared p = prepare_indexed(kOp, self, dim, keepdim);
-  if (!p.done) run_auto(p);
+  if (p.done) return {p.out, p.out2};
+  // Over a dim of size 1: the values are the elements themselves (a copy; removing a dim of size
+  // 1 is a view) and every position 0. Reduced as rows of one element, min over the size-1 dim of
+  // (16, 256, 1024, 1) int64 took 36 ms on 2 threads, torch 24-28 (mostly the first touch of the
+  // two 32 MB results, which torch's copy and fill make on all threads too). (Not where the
+  // layout has one element a result because the dim is expanded: its values are not the input's
+  // elements one to one.)
+  if (self.dim() == 0 || self.size(dim) == 1) {
+    p.out.copy_(self.view(p.out.sizes()));
+    zero_positions(p.out2);
+    return {p.out, p.out2};
+  }
+  run_auto(p);
   return {p.out, p.out2};
 }
 
@@ -1534,16 +1557,10 @@ template <ReduceOp kOp>
 at::Tensor arg_cpu(const at::Tensor& self, std::optional<int64_t> dim, bool keepdim) {
   const Prepared p = prepare_indexed(kOp, self, dim, keepdim);
   if (p.done) return p.out2;
-  // Over one element every position is 0 (the result is contiguous): argmax over dim 0 of a
-  // transposed (4097, 1) float16 read its elements as columns, 72 us on 2 threads, torch 4. The
-  // zeros written by all threads, as torch's fill: most of a large result's time is the first
-  // touch of its pages (argmin over dim 0 of (8192, 1, 128).transpose(1, 0), 8 MB of positions:
-  // one thread's memset took 244 us on 2 threads, torch 136; 412 on 16, torch 34).
+  // (argmax over dim 0 of a transposed (4097, 1) float16 read its elements as columns, 72 us on
+  // 2 threads, torch 4.)
   if (p.layout.reduced == 1 && p.layout.combine == 1) {
-    auto* positions = static_cast<int64_t*>(p.out2.mutable_data_ptr());
-    at::parallel_for(0, p.out2.numel(), int64_t(1) << 15, [&](int64_t begin, int64_t end) {
-      std::memset(positions + begin, 0, size_t(end - begin) * sizeof(int64_t));
-    });
+    zero_positions(p.out2);
     return p.out2;
   }
   run_auto(p);
