@@ -781,8 +781,9 @@ def test_word_rows_from_misaligned_storage(device):
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_dense_short_rows_against_torch(device):
-    # Dense rows of 3, 5, 6 and 7 elements, and of 2, 4 and 8 where a row is under 16 bytes
-    # (CUDA: short_rows_kernel, a 16-byte vector's worth of
+    # Dense rows of 3, 5, 6 and 7 elements, and of 2, 4 and 8 where a row is under 16 bytes or
+    # whole_rows_kernel does not take the op (positions; inputs other than float32, float16 and
+    # bfloat16) (CUDA: short_rows_kernel, a 16-byte vector's worth of
     # rows a thread, from 16-byte aligned inputs of 1 MiB or more), every input width and operator kind, row
     # counts that are and are not multiples of a thread's rows (2 to 16), and the same rows one
     # row in (not aligned: another kernel); with a NaN and an infinity in some rows.
@@ -793,7 +794,8 @@ def test_dense_short_rows_against_torch(device):
            ("nansum", "bfloat16"), ("count_nonzero", "int32"), ("argmin", "float32"), ("max", "float16")]
     for k, (op, dtype) in enumerate(ops):
         itemsize = getattr(torch, dtype).itemsize
-        for reduced in [n for n in (2, 3, 4, 5, 6, 7, 8) if n in (3, 5, 6, 7) or n * itemsize < 16]:
+        whole = op not in ("argmax", "argmin", "max", "min") and dtype in ("float32", "float16", "bfloat16")
+        for reduced in [n for n in (2, 3, 4, 5, 6, 7, 8) if n in (3, 5, 6, 7) or n * itemsize < 16 or not whole]:
             # past the small kernel's sizes and Tuning::short_rows_least_bytes (1 MiB)
             rows = (360448, 360451, 370000 + 8 * k + reduced)[(k + reduced) % 3]
             rows += max(0, (1 << 20) // (reduced * itemsize) + 64 - 360448)
@@ -874,6 +876,26 @@ def test_short_columns_of_pieces_against_torch(device):
             two = Case(op, [b, a, reduced, inner], "transpose", [0, 1], 2, dtype, ORDS.get(op))
             check_views(two, [random_shapes.make_input(two, device, gen)], device, "short_columns_kernel", failures,
                         " two runs")
+    assert not failures, f"seed {seed}:\n" + "\n".join(failures)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_short_columns_in_rounds_against_torch(device):
+    # Short columns of 9 to 64 rows of whole aligned pieces (CUDA: short_columns_kernel, a piece
+    # a thread, its rows in rounds of 8 loads, where the pieces give 1024 threads or more a
+    # multiprocessor): every operator kind, each with a row count that ends on a partial round (9,
+    # 13, 28) or a whole one (64), one or two pieces a row, and NaN and infinity.
+    gen, seed = fresh_generator(device)
+    sms = torch.cuda.get_device_properties(0).multi_processor_count if device == "cuda" else 1
+    failures = []
+    for k, (op, dtype) in enumerate(SHORT_OPS):
+        per = 2 if getattr(torch, dtype).itemsize == 8 else 4
+        reduced, row_pieces = (9, 13, 28, 64)[k % 4], 1 + k % 2
+        outer = (1100 * sms if device == "cuda" else 300) // row_pieces + 2 * k + 1
+        case = Case(op, [outer, reduced, per * row_pieces], "contiguous", [], 1, dtype, ORDS.get(op))
+        x = with_specials(random_shapes.make_input(case, device, gen), gen, op)
+        check_views(case, [x], device, "short_columns_kernel", failures)
+        del x
     assert not failures, f"seed {seed}:\n" + "\n".join(failures)
 
 

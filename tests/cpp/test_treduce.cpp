@@ -323,10 +323,11 @@ void check_plans() {
   p = plan_reduce(h100, bool_max, plan_input({262144, 3}, {3, 1}, {1}), no_short_rows);
   expect(kernels(p) == "tile_kernel" && p.step[0].a_is_outer && p.step[0].loads == 4,
          "plan: rows of 3 are tiles of the 4-element instance: " + kernels(p));
-  // ... and not where each thread keeps several rows: 12 rows past L2 (50 MB), float32 sums; in
-  // L2 (6 MB) a columns block's 3072 elements (Y = 4) are tiles (Tuning::tiles_least_block_elements).
+  // ... and not where each thread keeps several rows: 12 rows past L2 (50 MB), float32 sums
+  // (short columns in rounds); in L2 (6 MB) a columns block's 3072 elements (Y = 4) are tiles
+  // (Tuning::tiles_least_block_elements).
   p = plan_of({12, 1048576}, {1048576, 1}, {0});
-  expect(kernels(p) == "columns_kernel", "plan: (12, 2^20) over dim 0 is columns: " + kernels(p));
+  expect(kernels(p) == "short_columns_kernel", "plan: (12, 2^20) over dim 0 is short columns: " + kernels(p));
   p = plan_of({12, 128256}, {128256, 1}, {0});
   expect(kernels(p) == "tile_kernel", "plan: (12, 128256) over dim 0 is tiles: " + kernels(p));
   // Transposed short reductions over inner runs of 16 (sum over the dim of 3 of (64, 3, 768,
@@ -385,6 +386,21 @@ void check_plans() {
   p = plan_reduce(h100, i8_min, short_columns);
   expect(kernels(p) == "short_columns_kernel" && p.step[0].grid[0] == 129 && p.step[0].loads == 1,
          "plan: ... int8 min: " + plan_json(p));
+  // More rows than a round of loads (8), prod over dim 1 of (32064, 28, 56) float32: a piece
+  // a thread, its rows in rounds (448896 pieces, 1754 blocks); none with
+  // Tuning::short_columns_most_rows at 8, nor with fewer pieces than
+  // short_columns_long_threads_per_sm a multiprocessor (2000 x 14: columns).
+  const PlanInput rounds = plan_input({32064, 28, 56}, {1568, 56, 1}, {1});
+  p = plan_reduce(h100, f32_sum, rounds);
+  expect(kernels(p) == "short_columns_kernel" && p.step[0].grid[0] == 1754 && p.step[0].count == 448896 &&
+             p.step[0].per == 14 && p.step[0].loads == 1,
+         "plan: short columns of 28 rows in rounds: " + plan_json(p));
+  Tuning one_round;
+  one_round.short_columns_most_rows = kShortColumnsRows;
+  p = plan_reduce(h100, f32_sum, rounds, one_round);
+  expect(kernels(p) != "short_columns_kernel", "plan: ... none past one round under that bound: " + kernels(p));
+  p = plan_reduce(h100, f32_sum, plan_input({2000, 28, 56}, {1568, 56, 1}, {1}));
+  expect(kernels(p) != "short_columns_kernel", "plan: ... nor with few pieces: " + kernels(p));
   Tuning narrow_short;
   narrow_short.short_columns_inner_bytes = 128;
   p = plan_reduce(h100, f16_sum, plan_input({8192, 2, 64}, {128, 64, 1}, {1}), narrow_short);

@@ -68,7 +68,7 @@ inline constexpr int kSlabBlock = 256;
 inline constexpr int kSlabBytes = 8192;  // a block's shared memory of slabs
 inline constexpr int kShortRowsBlock = 256;
 inline constexpr int kShortColumnsBlock = 256;
-inline constexpr int kShortColumnsRows = 8;  // the most rows short_columns_kernel takes
+inline constexpr int kShortColumnsRows = 8;  // short_columns_kernel's rows a round of loads
 // short_columns_kernel's results a thread's piece: 4 (one load of 4, 8 or 16 bytes), 2 of 8-byte
 // inputs (16 bytes).
 constexpr int short_columns_piece(int in_bytes) { return in_bytes == 8 ? 2 : 4; }
@@ -236,6 +236,13 @@ struct Tuning {
   // result's run of 14, 35.6 us in CUDA graphs against torch.compile's 10.7 (H200, seed 62639).
   // The kernel takes partial tiles; fewer remain to be measured (a trial, no rebuild).
   int64_t transpose_least_outer = kTransposeTile;
+  // ... and from as many blocks as multiprocessors; where a lane takes one element of a row (V =
+  // 1: 16 loads a thread, four rows' at once), from this many percent of them. In CUDA graphs,
+  // H200, tile_kernel -> transpose tiles (torch.compile): nansum over dim -2 of (256, 16,
+  // 512).transpose(2, 0) float32, 128 blocks, 11.55 -> 3.75 us (4.07); amin over dim 2 of (12,
+  // 128, 1024).transpose(0, 2) float32 9.00 -> 3.13 (8.4). Not with vectors of 4 (a load a row):
+  // amax over dim -1 of (80, 8, 17, 196).transpose(1, 3) uint8 6.26 -> 11.13 (4.02).
+  int64_t transpose_least_blocks_percent = 20;
   // Transposed short rows of whole 16-byte words from this many bytes a row take tiles along
   // the result, a thread a row (plan_reduce.h's rows).
   int64_t tile_words_least_bytes = 32;
@@ -259,11 +266,18 @@ struct Tuning {
   // fewer while that leaves under this many blocks a multiprocessor.
   int64_t short_columns_loads = 8;
   int64_t short_columns_blocks_per_sm = 2;
+  // Short columns of more than kShortColumnsRows rows, up to this many, in rounds of 8 loads
+  // (kShortColumnsRows: none), where they give at least this many threads a multiprocessor.
+  int64_t short_columns_most_rows = 64;
+  int64_t short_columns_long_threads_per_sm = 1024;
   // Dense rows of 3, 5, 6 or 7 elements, 16-byte aligned, take short_rows_kernel from this many
   // bytes of input: a thread's rows are a vector's worth, so few rows are few threads (nanmean
   // over rows of 5 of 14336 bfloat16 rows, 1792 threads: 4.62 us against tile_kernel's 3.88,
   // a thread a row; H200, CUDA graphs).
   int64_t short_rows_least_bytes = int64_t(1) << 20;
+  // Rows of 2, 4 or 8 whole 16-byte vectors whose op whole_rows_kernel does not take (positions)
+  // take short_rows_kernel up to this many elements (1: none).
+  int64_t short_rows_vector_rows = 8;
   // tile_kernel's blocks shrink from 256 threads down to this many while its grid has fewer
   // blocks than multiprocessors (an output a thread first); 256: never.
   int64_t tile_least_threads = 64;
@@ -314,11 +328,15 @@ inline constexpr TuningField kTuningFields[] = {
     {"slabs_least_bytes", &Tuning::slabs_least_bytes},
     {"transpose_least_inner", &Tuning::transpose_least_inner},
     {"transpose_least_outer", &Tuning::transpose_least_outer},
+    {"transpose_least_blocks_percent", &Tuning::transpose_least_blocks_percent},
     {"tile_words_least_bytes", &Tuning::tile_words_least_bytes},
     {"short_columns_inner_bytes", &Tuning::short_columns_inner_bytes},
     {"short_columns_loads", &Tuning::short_columns_loads},
     {"short_columns_blocks_per_sm", &Tuning::short_columns_blocks_per_sm},
+    {"short_columns_most_rows", &Tuning::short_columns_most_rows},
+    {"short_columns_long_threads_per_sm", &Tuning::short_columns_long_threads_per_sm},
     {"short_rows_least_bytes", &Tuning::short_rows_least_bytes},
+    {"short_rows_vector_rows", &Tuning::short_rows_vector_rows},
     {"tile_least_threads", &Tuning::tile_least_threads},
 };
 

@@ -340,11 +340,13 @@ class Planner {
   // kShortColumnsBlock threads over the pieces, (outer, inner) flattened.
   bool short_columns(const Layout3& l, int64_t to) {
     const int64_t per = short_columns_piece(t_.in_bytes);
-    if (l.reduced < 2 || l.reduced > kShortColumnsRows || l.combine != 1 || l.in_inner != 1 || l.out_inner != 1 ||
-        l.inner % per != 0 || l.in_reduced % per != 0 || !l.outer_strides_multiple_of(per) ||
-        in_.address % (per * t_.in_bytes) != 0)
+    if (l.reduced < 2 || l.reduced > std::max<int64_t>(k_.short_columns_most_rows, kShortColumnsRows) ||
+        l.combine != 1 || l.in_inner != 1 || l.out_inner != 1 || l.inner % per != 0 || l.in_reduced % per != 0 ||
+        !l.outer_strides_multiple_of(per) || in_.address % (per * t_.in_bytes) != 0)
       return false;
     const int64_t row_pieces = l.inner / per, pieces = l.outer * row_pieces;
+    const bool rounds = l.reduced > kShortColumnsRows;
+    if (rounds && pieces < k_.short_columns_long_threads_per_sm * d_.sm_count) return false;
     const int64_t rows = l.reduced <= 2 ? 2 : l.reduced <= 4 ? 4 : 8;  // the instance's rows a piece
     int64_t K = std::clamp<int64_t>(k_.short_columns_loads / rows, 1, kShortColumnsRows / rows);
     while (K > 1 && ceil_div(pieces, kShortColumnsBlock * K) < k_.short_columns_blocks_per_sm * d_.sm_count) K /= 2;
@@ -369,8 +371,13 @@ class Planner {
   // 7.92 -> 3.69 (3.25); all over rows of 7 of (3, 32000, 7) bfloat16 2.44 -> 1.46 (1.37).
   // Predicted ~2x from the instructions (a vector's worth of rows from registers against an
   // output a thread from shared memory): got 1.7-2.2x.
+  // Also rows of 2, 4 and 8 whole vectors of the ops whole_rows_kernel does not take (positions:
+  // max over rows of 8 of (4096, 2048, 8) float32 went to slab_kernel, 113 us in CUDA graphs
+  // against torch.compile's 85; H200), up to Tuning::short_rows_vector_rows elements.
   bool short_rows(const Layout3& l, int64_t to) {
-    if (!short_rows_length(l.reduced, t_.in_bytes) || l.in_reduced != 1 || l.inner != 1 || l.combine != 1 ||
+    const bool vector_rows = !t_.whole_rows && l.reduced <= k_.short_rows_vector_rows &&
+                             (l.reduced == 2 || l.reduced == 4 || l.reduced == 8);
+    if (!(short_rows_length(l.reduced, t_.in_bytes) || vector_rows) || l.in_reduced != 1 || l.inner != 1 || l.combine != 1 ||
         l.outer_runs.runs > 1 || l.outer < 2 || l.in_outer != l.reduced || l.out_outer != 1 || in_.address % 16 != 0 ||
         l.outer * l.reduced * t_.in_bytes < k_.short_rows_least_bytes)
       return false;
@@ -457,7 +464,8 @@ class Planner {
       // Under a block a multiprocessor its rows' loads, one row after another, are the time: the
       // tiles below issue all of an output's at once (amax over dim 0 of (8, 197, 1) expanded
       // to 64 on dim 2, bool, 4 blocks: 7.99 us in CUDA graphs, torch 2.15; H200).
-      if (blocks <= kMaxGridX && blocks >= d_.sm_count) {
+      const int64_t least_percent = V == 1 ? k_.transpose_least_blocks_percent : 100;
+      if (blocks <= kMaxGridX && blocks * 100 >= d_.sm_count * least_percent) {
         Step& s = p_.add(Kernel::TransposeTiles);
         s.grid[0] = blocks, s.block[0] = kTileBlock, s.dependent = true, s.layout = l, s.to = to;
         s.V = int(V), s.inner_tiles = inner_tiles, s.team = lane_bits;

@@ -1185,25 +1185,33 @@ transpose_tile_kernel(const typename R::In* x, Layout3 l, int64_t inner_tiles, b
   for (int k = 0; k < kTransposeRows; ++k)
 #pragma unroll
     for (int v = 0; v < kV; ++v) acc[k][v] = Op::identity();
-  for (int64_t r = 0; r < l.reduced; ++r) {
-    In e[kTransposeRows][kV];
+  // Elements one at a time (kV == 1): kU reduced rows' loads at once, 16 a thread as with
+  // vectors (a row's alone, 4 loads a thread, left ...).
+  constexpr int kU = kV == 1 ? 4 : 1;
+  const int reduced = int(l.reduced);  // at most kTileReduced
+  for (int r0 = 0; r0 < reduced; r0 += kU) {
+    In e[kU][kTransposeRows][kV];
 #pragma unroll
-    for (int k = 0; k < kTransposeRows; ++k) {
-      const bool row = o0 + ty + k * rows < l.outer;
-      const In* p = x + in_at[ty + k * rows] + r * l.in_reduced + i * l.in_inner;
-      if (kV > 1 && words && row && left >= kV) {  // (words: in_inner 1)
-        const auto w = __ldg(reinterpret_cast<const LoadWord<kV * int(sizeof(In))>*>(p));
-        memcpy(&e[k][0], &w, sizeof(w));
-      } else {
+    for (int u = 0; u < kU; ++u)
 #pragma unroll
-        for (int v = 0; v < kV; ++v) e[k][v] = row && v < left ? p[v * l.in_inner] : In();
+      for (int k = 0; k < kTransposeRows; ++k) {
+        const bool row = o0 + ty + k * rows < l.outer && r0 + u < reduced;
+        const In* p = x + in_at[ty + k * rows] + (r0 + u) * l.in_reduced + i * l.in_inner;
+        if (kV > 1 && words && row && left >= kV) {  // (words: in_inner 1)
+          const auto w = __ldg(reinterpret_cast<const LoadWord<kV * int(sizeof(In))>*>(p));
+          memcpy(&e[u][k][0], &w, sizeof(w));
+        } else {
+#pragma unroll
+          for (int v = 0; v < kV; ++v) e[u][k][v] = row && v < left ? p[v * l.in_inner] : In();
+        }
       }
-    }
 #pragma unroll
-    for (int k = 0; k < kTransposeRows; ++k)
+    for (int u = 0; u < kU; ++u)
 #pragma unroll
-      for (int v = 0; v < kV; ++v)
-        if (o0 + ty + k * rows < l.outer && v < left) element_into<R>(acc[k][v], e[k][v], r);
+      for (int k = 0; k < kTransposeRows; ++k)
+#pragma unroll
+        for (int v = 0; v < kV; ++v)
+          if (r0 + u < reduced && o0 + ty + k * rows < l.outer && v < left) element_into<R>(acc[k][v], e[u][k][v], r0 + u);
   }
 #pragma unroll
   for (int k = 0; k < kTransposeRows; ++k)
@@ -1433,10 +1441,11 @@ short_rows_kernel(const typename R::In* x, int64_t rows, Sink out) {
   }
 }
 
-// Short columns of whole aligned pieces (Layout3 with 2 to kShortColumnsRows rows, in_inner ==
-// 1, inner a multiple of kP = short_columns_piece(sizeof(In)) elements, out_inner == 1): a thread
-// K pieces of kP neighbouring results, the pieces' rows all loaded at once (kR rows an
-// instance, 2, 4 or 8, at least the layout's; K * kR <= kShortColumnsRows loads), each result
+// Short columns of whole aligned pieces (Layout3 with 2 or more rows, in_inner == 1, inner a
+// multiple of kP = short_columns_piece(sizeof(In)) elements, out_inner == 1): a thread K pieces
+// of kP neighbouring results, the pieces' rows all loaded at once (kR rows an instance, 2, 4 or
+// 8, at least the layout's; K * kR <= kShortColumnsRows loads; more rows than 8 in rounds of 8,
+// K = 1), each result
 // reduced from registers (short_reduction), each piece's kP results stored as one run. The
 // threads go over (outer index, piece of inner) flattened, piece g at (g / row_pieces, g %
 // row_pieces), a block's K * blockDim.x pieces consecutive, so a narrow inner run leaves none
@@ -1448,7 +1457,7 @@ short_rows_kernel(const typename R::In* x, int64_t rows, Sink out) {
 // of 7 of a transposed (7, 128256) int8, 32 blocks: 4.9 us against 1.6); and one instance of 8
 // rows for every count up to 8 issued ~670 instructions a warp for 2 rows of a vector
 // (float16 mean above: 4.1 us against 1.7 (ncu: issue-bound, 2.5 IPC; H200)).
-template <class R, int kR, int K>
+template <class R, int kR, int K, bool kRounds = false>
 __global__ void __launch_bounds__(kShortColumnsBlock)
 short_columns_kernel(const typename R::In* x, Layout3 l, uint32_t pieces, uint32_t row_pieces, uint32_t magic,
                      uint32_t shift, Sink out) {
@@ -1473,28 +1482,62 @@ short_columns_kernel(const typename R::In* x, Layout3 l, uint32_t pieces, uint32
   cudaGridDependencySynchronize();
   cudaTriggerProgrammaticLaunchCompletion();
 #endif
-  Piece v[K][kR];
-#pragma unroll
-  for (int k = 0; k < K; ++k)
-#pragma unroll
-    for (int r = 0; r < kR; ++r)
-      v[k][r] = first + k * blockDim.x < pieces && r < reduced
-                    ? __ldg(reinterpret_cast<const Piece*>(p[k] + r * l.in_reduced))
-                    : Piece{};
-#pragma unroll
-  for (int k = 0; k < K; ++k) {
-    if (first + k * blockDim.x >= pieces) return;
-    In e[kR][kP];
-    memcpy(e, v[k], sizeof(e));
+  if constexpr (kRounds) {
+    // More rows than kR = 8 in rounds of 8, each round's loads at once, its elements into the
+    // accumulators in order (Welford's: a round in two passes, combined). (Its own instance: the
+    // accumulators held across rounds took the 8-row one from 32-48 registers to 48-80.)
+    static_assert(K == 1 && kR == kShortColumnsRows, "a piece a thread, rounds of 8");
+    if (first >= pieces) return;
     typename R::Acc acc[kP];
+    for (int r0 = 0; r0 < reduced; r0 += kR) {
+      const int rows = std::min(reduced - r0, kR);
+      Piece v[kR];
 #pragma unroll
-    for (int j = 0; j < kP; ++j) {
-      In column[kR];
+      for (int r = 0; r < kR; ++r)
+        v[r] = r < rows ? __ldg(reinterpret_cast<const Piece*>(p[0] + (r0 + r) * l.in_reduced)) : Piece{};
+      In e[kR][kP];
+      memcpy(e, v, sizeof(e));
 #pragma unroll
-      for (int r = 0; r < kR; ++r) column[r] = e[r][j];
-      acc[j] = short_reduction<R>(column, reduced);
+      for (int j = 0; j < kP; ++j) {
+        In column[kR];
+#pragma unroll
+        for (int r = 0; r < kR; ++r) column[r] = e[r][j];
+        if (r0 == 0) {
+          acc[j] = short_reduction<R>(column, rows);
+        } else if constexpr (HasRowPasses<Op>::value) {
+          acc[j] = Op::combine(acc[j], short_reduction<R>(column, rows));
+        } else {
+#pragma unroll
+          for (int r = 0; r < kR; ++r)
+            if (r < rows) element_into<R>(acc[j], column[r], r0 + r);
+        }
+      }
     }
-    store_run<Op>(out, at[k], acc);
+    store_run<Op>(out, at[0], acc);
+  } else {
+    Piece v[K][kR];
+#pragma unroll
+    for (int k = 0; k < K; ++k)
+#pragma unroll
+      for (int r = 0; r < kR; ++r)
+        v[k][r] = first + k * blockDim.x < pieces && r < reduced
+                      ? __ldg(reinterpret_cast<const Piece*>(p[k] + r * l.in_reduced))
+                      : Piece{};
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+      if (first + k * blockDim.x >= pieces) return;
+      In e[kR][kP];
+      memcpy(e, v[k], sizeof(e));
+      typename R::Acc acc[kP];
+#pragma unroll
+      for (int j = 0; j < kP; ++j) {
+        In column[kR];
+#pragma unroll
+        for (int r = 0; r < kR; ++r) column[r] = e[r][j];
+        acc[j] = short_reduction<R>(column, reduced);
+      }
+      store_run<Op>(out, at[k], acc);
+    }
   }
 }
 
@@ -1642,8 +1685,8 @@ cudaError_t launch_columns(const Step& s, Go go) {
   return cudaErrorInvalidValue;
 }
 
-// short_columns_kernel<R, kR, K>: kR the instance's rows (2, 4 or 8, at least `reduced`), K
-// pieces a thread (plan_reduce.h's short_columns: K * kR <= kShortColumnsRows).
+// short_columns_kernel<R, kR, K>: kR the instance's rows (2, 4 or 8, at least `reduced`; more
+// in rounds of 8), K pieces a thread (plan_reduce.h's short_columns: K * kR <= kShortColumnsRows).
 template <class R, class Go>
 cudaError_t launch_short_columns(int64_t reduced, int K, Go go) {
   if (reduced == 2) {
@@ -1655,6 +1698,8 @@ cudaError_t launch_short_columns(int64_t reduced, int K, Go go) {
     if (K == 1) return go(short_columns_kernel<R, 4, 1>);
   } else if (reduced > 4 && reduced <= kShortColumnsRows && K == 1) {
     return go(short_columns_kernel<R, kShortColumnsRows, 1>);
+  } else if (reduced > kShortColumnsRows && K == 1) {
+    return go(short_columns_kernel<R, kShortColumnsRows, 1, true>);
   }
   return cudaErrorInvalidValue;
 }
@@ -1741,15 +1786,16 @@ cudaError_t launch_step(const Step& s, const ReduceArgs& a) {
         case 7: return launch(short_rows_kernel<R, 7>, x, l.outer, sink);
         default: break;
       }
-      // Rows of 2, 4 and 8 only where less than a vector (plan.h's short_rows_length): no
-      // instances for the others.
-      if constexpr (sizeof(typename R::In) <= 4) {
+      // Rows of 2, 4 and 8 where less than a vector (plan.h's short_rows_length), or where
+      // whole_rows_kernel does not take the op (plan_reduce.h's short_rows): no instances for
+      // the others.
+      if constexpr (sizeof(typename R::In) <= 4 || !kWholeRows<R>) {
         if (s.loads == 2) return launch(short_rows_kernel<R, 2>, x, l.outer, sink);
       }
-      if constexpr (sizeof(typename R::In) <= 2) {
+      if constexpr (sizeof(typename R::In) <= 2 || !kWholeRows<R>) {
         if (s.loads == 4) return launch(short_rows_kernel<R, 4>, x, l.outer, sink);
       }
-      if constexpr (sizeof(typename R::In) == 1) {
+      if constexpr (sizeof(typename R::In) == 1 || !kWholeRows<R>) {
         if (s.loads == 8) return launch(short_rows_kernel<R, 8>, x, l.outer, sink);
       }
       return cudaErrorInvalidValue;
