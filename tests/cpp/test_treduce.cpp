@@ -223,6 +223,20 @@ void check_plans() {
   expect(kernels(p) == "tile_kernel" && p.step[0].a_is_outer && p.step[0].loads == 16 && p.step[0].block[0] == 64 &&
              p.step[0].grid[0] * p.step[0].grid[1] == 200,
          "plan: a transposed reduction of 4 tiles is tile_kernel, in small blocks: " + plan_json(p));
+  // Transposed tiles of single elements (V = 1: four rows' loads at once) from 20% of a block
+  // a multiprocessor (Tuning::transpose_least_blocks_percent): nansum-like float32 sum over dim
+  // 1 of (256, 16, 512).transpose(2, 0), 128 tiles; not under a bound of 100%, nor with vectors
+  // of 1-byte inputs (V = 4: the same layout of bool, 32 tiles).
+  const PlanInput few_tiles = plan_input({512, 16, 256}, {1, 512, 8192}, {1});
+  p = plan_reduce(h100, f32_sum, few_tiles);
+  expect(kernels(p) == "transpose_tile_kernel" && p.step[0].grid[0] == 128 && p.step[0].V == 1,
+         "plan: 128 transposed tiles of single elements: " + plan_json(p));
+  Tuning whole_multiprocessors;
+  whole_multiprocessors.transpose_least_blocks_percent = 100;
+  p = plan_reduce(h100, f32_sum, few_tiles, whole_multiprocessors);
+  expect(kernels(p) == "tile_kernel", "plan: ... not under a block a multiprocessor: " + kernels(p));
+  p = plan_reduce(h100, bool_amax, few_tiles);
+  expect(kernels(p) == "tile_kernel", "plan: ... nor with vectors of 4: " + kernels(p));
   Tuning whole_blocks;
   whole_blocks.tile_least_threads = 256;
   p = plan_reduce(h100, bool_amax, plan_input({8, 197, 64}, {197, 1, 0}, {0}), whole_blocks);
