@@ -94,6 +94,21 @@ def test_bits_do_not_depend_on_the_instruction_set(tmp_path):
                 f"{x.dtype} {tuple(x.shape)} dim={d}: seed {seed}")
 
 
+def test_int64_column_sums_wrap_as_torch():
+    """int64 sums over columns (sum_simd's columns kernel, as the floats'): widths on and off the
+    vector's 4 or 2 lanes, row counts on and off its groups of 16 and segments of 256, a slab
+    layout (each outer index's rows one contiguous block) and a transposed one, values near 2^62
+    so that the sums wrap, against torch's (which wrap the same way: integers, any order)."""
+    gen, seed = fresh_generator("cpu")
+    big = 1 << 62
+    for rows, width in ((1, 5), (15, 33), (16, 64), (257, 7), (300, 130)):
+        x = torch.randint(-big, big, (3, rows, width), generator=gen, dtype=torch.int64)
+        for v, d in ((x, 1), (x.transpose(0, 2), 1), (x[:, :, 1:], -2)):
+            assert torch.equal(torch_reduce.sum(v, d), v.sum(d)), (rows, width, tuple(v.stride()), d, seed)
+    x = torch.randint(-big, big, (64, 8, 64, 64), generator=gen, dtype=torch.int64).transpose(1, 2)
+    assert torch.equal(torch_reduce.sum(x, -3), x.sum(-3)), seed
+
+
 @pytest.mark.parametrize("shape,dim", [((1 << 10,), None), ((1 << 16,), None), ((1 << 20,), None),
                                        ((1 << 22,), None), ((2048, 2048), 0), ((2048, 2048), -1),
                                        ((65536, 128), 0), ((65536, 128), -1)], ids=str)

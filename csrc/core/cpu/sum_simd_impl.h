@@ -1291,6 +1291,7 @@ constexpr auto type_kernels(void (*exact)(const typename LE::In*, int64_t, Exact
   using E = std::remove_reference_t<decltype(typename LE::V{}[0])>;
   TypeKernels<In, S, E> t{};
   if constexpr (kSums) t.sum = &Cascade<L>::template rows<S>;
+  if constexpr (kSums && !kFloat) t.sum_columns = &sum_columns<L, S>;  // int64: wrapping, any order
   if constexpr (kFloat) {
     t.nansum = &Cascade<NanAsZero<L>>::template rows<S>;
     t.sumsq = &Cascade<Squared<L>>::template rows<S>;

@@ -180,11 +180,13 @@ inline constexpr bool kSimdSumOf =
     (std::is_same_v<Op, NanSumOp<typename Op::acc_t>> || std::is_same_v<Op, NormOp<typename Op::acc_t, NormOrd::Two>>) &&
     kSimdFloat<In, typename Op::acc_t>;
 
-// Floating sums and nansums of columns (the same order as the generic loop's: the same bits).
+// Floating sums and nansums of columns (the same order as the generic loop's: the same bits),
+// and int64 sums (wrapping: any order).
 template <class In, class Mid, class Op>
 inline constexpr bool kSimdColumnSums =
-    std::is_same_v<In, Mid> && kSimdFloat<In, typename Op::acc_t> &&
-    (std::is_same_v<Op, SumOp<typename Op::acc_t>> || std::is_same_v<Op, NanSumOp<typename Op::acc_t>>);
+    (std::is_same_v<In, Mid> && kSimdFloat<In, typename Op::acc_t> &&
+     (std::is_same_v<Op, SumOp<typename Op::acc_t>> || std::is_same_v<Op, NanSumOp<typename Op::acc_t>>)) ||
+    (std::is_same_v<In, int64_t> && std::is_same_v<Mid, int64_t> && std::is_same_v<Op, SumOp<int64_t>>);
 
 // A contiguous floating run's product: sum_simd's Product.
 template <class In, class Mid, class Op>
