@@ -326,6 +326,7 @@ def test_columns_of_merged_inner_runs():
         ((3, 40, 300, 16), (0, 3, 2, 1), 3, 4800),  # (a, r, b, w).transpose(1, 3): w, then b
         ((20, 300, 16, 2), (2, 0, 1, 3), 2, 32),  # the results' order against memory's; splits
         ((700, 300, 5, 3), (2, 0, 1, 3), 2, 15),
+        ((8, 40, 300, 14), (1, 0, 3, 2), 0, 4200),  # rows of 14: merged before the result's run as inner
     )
     for sizes, perm, dim, inner in cases:
         base = torch.randn(sizes, generator=gen, device="cuda").mul(20)

@@ -306,6 +306,19 @@ void check_plans() {
              m.out_outer == 32768 && m.inner_runs.runs == 2 && m.inner_out(1) == 2048 && m.inner_out(16) == 1 &&
              m.inner_out(16 * 5 + 3) == 3 * 2048 + 5 && p.step[0].V == 8,
          "plan: narrow columns continued by an outer run read one merged inner run: " + plan_json(p));
+  // Columns of 14 float16 (28 bytes) continued by the result-contiguous run of 1025 (in stride
+  // 14): amax over dim 0 of (128, 64, 1025, 14).transpose(3, 2) reads the merged run of 14350
+  // (Tuning::merged_least_inner_bytes, 16), not the run of 1025 as inner, 14 elements apart.
+  const PlanInput wide_merge = plan_input({128, 64, 14, 1025}, {917504, 14336, 1, 14}, {0});
+  p = plan_reduce(h100, f16_mean, wide_merge);
+  expect(kernels(p).rfind("columns_kernel", 0) == 0 && p.step[0].layout.inner_runs.runs == 2 &&
+             p.step[0].layout.outer == 64 && p.step[0].V == 8,
+         "plan: columns of 28 bytes read their merged run: " + plan_json(p));
+  Tuning merge_late;
+  merge_late.merged_least_inner_bytes = 64;
+  p = plan_reduce(h100, f16_mean, wide_merge, merge_late);
+  expect(kernels(p) == "columns_kernel" && p.step[0].layout.inner == 1025 && p.step[0].layout.in_inner == 14,
+         "plan: ... the result's run as inner under a bound past them: " + plan_json(p));
   // ... also with the merged runs' out strides against their memory order, the partials of
   // splits combined through them: mean over dim -2 of (256, 4096, 16, 2).permute(2, 0, 1, 3)
   // float32, inner runs (16, out 512) and (2, out 1).

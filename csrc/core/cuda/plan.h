@@ -278,6 +278,10 @@ struct Tuning {
   // Rows of 2, 4 or 8 whole 16-byte vectors whose op whole_rows_kernel does not take (positions)
   // take short_rows_kernel up to this many elements (1: none).
   int64_t short_rows_vector_rows = 8;
+  // Transposed columns of a few elements whose inner run continues in memory through outer runs
+  // are read as that merged run (inner_merged) before the result's run is made inner
+  // (columns_in_result_order) from an inner run of this many bytes (plan_reduce.h).
+  int64_t merged_least_inner_bytes = 16;
   // tile_kernel's blocks shrink from 256 threads down to this many while its grid has fewer
   // blocks than multiprocessors (an output a thread first); 256: never.
   int64_t tile_least_threads = 64;
@@ -337,6 +341,7 @@ inline constexpr TuningField kTuningFields[] = {
     {"short_columns_long_threads_per_sm", &Tuning::short_columns_long_threads_per_sm},
     {"short_rows_least_bytes", &Tuning::short_rows_least_bytes},
     {"short_rows_vector_rows", &Tuning::short_rows_vector_rows},
+    {"merged_least_inner_bytes", &Tuning::merged_least_inner_bytes},
     {"tile_least_threads", &Tuning::tile_least_threads},
 };
 
