@@ -737,14 +737,15 @@ class Planner {
     // bytes apart in amax over dim 0 of (128, 64, 1025, 14).transpose(3, 2), 334 us in CUDA
     // graphs against torch's 292 and torch.compile's 109; merged, 59.3 (the read probe's time
     // for its bytes 53.3; H200, seed 13579).
+    const auto merges = [&] {
+      return l.reduced > kTileReduced && l.inner * t_.in_bytes < 128 && inner_merged(l, &ordered);
+    };
     const bool merge_first = l.inner * t_.in_bytes >= k_.merged_least_inner_bytes;
-    if (merge_first && l.reduced > kTileReduced && l.inner * t_.in_bytes < 128 && inner_merged(l, &ordered))
-      return layout(ordered, to, ws);
+    if (merge_first && merges()) return layout(ordered, to, ws);
     // Longer columns of a few elements, transposed likewise: their result-contiguous outer run
     // as inner (layout.h), read across rows in memory order.
     if (l.reduced > kTileReduced && columns_in_result_order(l, t_.in_bytes, &ordered)) return layout(ordered, to, ws);
-    if (!merge_first && l.reduced > kTileReduced && l.inner * t_.in_bytes < 128 && inner_merged(l, &ordered))
-      return layout(ordered, to, ws);
+    if (!merge_first && merges()) return layout(ordered, to, ws);
     const bool merged = l.inner_runs.runs > 1;
     // A map along inner, from a block's elements a row.
     const int64_t map_blocks = ceil_div(l.inner, int64_t(kMapBlock * kMapLoads));
