@@ -188,6 +188,37 @@ void check_plans() {
   p = plan_of({4, 3}, {3, 1}, {1});
   expect(kernels(p) == "small_kernel" && p.workspace == 0 && p.step[0].loads == 4,
          "plan: (4, 3) over dim 1 is one small_kernel, its instance for groups of 4");
+  // Rows that whole_rows_kernel takes are its own past Tuning::small_rows_elements (2^14), not
+  // the small kernel's: (1024, 64) over dim 1; (256, 64) stays small, and so does (1024, 64)
+  // under a bound of 2^16.
+  p = plan_of({1024, 64}, {64, 1}, {1});
+  expect(kernels(p) == "whole_rows_kernel", "plan: 1024 rows of 64 are whole rows: " + plan_json(p));
+  p = plan_of({256, 64}, {64, 1}, {1});
+  expect(kernels(p) == "small_kernel", "plan: 256 rows of 64 are the small kernel's: " + plan_json(p));
+  Tuning small_rows;
+  small_rows.small_rows_elements = int64_t(1) << 16;
+  p = plan_reduce(h100, f32_sum, plan_input({1024, 64}, {64, 1}, {1}), small_rows);
+  expect(kernels(p) == "small_kernel", "plan: ... and 1024 under a bound of 2^16: " + plan_json(p));
+  // One block for a full reduction up to Tuning::single_block_elements (2^16): 2^16 int8 are
+  // small_sum_kernel's, 2^17 (8192 vectors, the bound in vectors) a grid and its combine.
+  OpTraits i8_max;
+  i8_max.in_bytes = 1, i8_max.acc_bytes = 1;
+  p = plan_reduce(h100, i8_max, plan_input({int64_t(1) << 16}, {1}, {0}));
+  expect(kernels(p) == "small_sum_kernel", "plan: 2^16 int8 are one block: " + plan_json(p));
+  p = plan_reduce(h100, i8_max, plan_input({int64_t(1) << 17}, {1}, {0}));
+  expect(kernels(p) == "vector_partials_kernel + combine_partials_kernel" && p.step[0].grid[0] == 4,
+         "plan: 2^17 int8 are four blocks and a combine: " + plan_json(p));
+  // Narrow columns of many results: the small kernel's one pass (small_beats_passes), but not
+  // for Welford's and logsumexp's groups (logsumexp over dim 2 of (1024, 128, 17,
+  // 14) laid out as permute(2, 1, 0, 3) of a contiguous tensor, bfloat16).
+  OpTraits lse, f16_max;
+  lse.in_bytes = 2, lse.acc_bytes = 8, lse.group_rows = true;
+  f16_max.in_bytes = 2, f16_max.acc_bytes = 2;
+  const PlanInput narrow = plan_input({1024, 128, 17, 14}, {14, 14336, 1835008, 1}, {2});
+  p = plan_reduce(h100, f16_max, narrow);
+  expect(kernels(p) == "small_kernel", "plan: narrow columns of 2^17 results are one small pass: " + plan_json(p));
+  p = plan_reduce(h100, lse, narrow);
+  expect(kernels(p) == "columns_kernel", "plan: ... not for logsumexp's groups: " + plan_json(p));
   // Rows of 4096 float32, 4096 of them: a block a row, two 16-byte vectors a thread.
   p = plan_of({4096, 4096}, {4096, 1}, {1});
   expect(kernels(p) == "two_vector_rows_kernel" && p.step[0].grid[0] == 4096 && p.step[0].block[0] == 512 &&

@@ -133,6 +133,16 @@ struct Tuning {
   // sums over random layouts of 2^12 to 2^20 elements.
   int64_t small_elements = int64_t(1) << 16;
   int64_t small_count = int64_t(kSmallBlock) * kSmallLoads * 4;
+  // ... but rows that whole_rows_kernel takes only up to this many elements: past it that
+  // kernel was faster (H200, hot, us, small -> whole rows: mean over rows of 64 of (1024, 64)
+  // bfloat16 1.25 -> 1.02, std over rows of 128 of (224, 128) float32 1.49 -> 1.12, var over
+  // rows of 8 of (31, 256, 8) float32 1.24 -> 1.06; random shapes seeds 29201 and 83357; then,
+  // unseen seeds 27449 and 62639: aminmax over rows of 512 of (80, 512).T bfloat16 1.21 ->
+  // 1.05, std over rows of 96 of (3, 128, 96) bfloat16 1.54 -> 1.30). Not other rows: those
+  // that rows_kernel took were slower (logsumexp over rows of 1024 of (56, 1024) bfloat16
+  // 1.87 -> 2.69), nor columns of those sizes (max over dim 0 of (96, 7, 64) bfloat16 1.82 ->
+  // 2.75).
+  int64_t small_rows_elements = int64_t(1) << 14;
   // ... a few long rows: up to small_rows_outputs results of small_rows_count elements, 2^20
   // elements in all for up to 256 results of 1- to 4-byte inputs, else 2^19 (H200, float32
   // (64, 5120) over dim 1 2.82 -> 1.77 us; 1024 rows of 1024 the rows kernel's teams won).
@@ -217,6 +227,12 @@ struct Tuning {
   // Full sums of few tiles in quarter blocks while 4 * tiles <= multiprocessors (H100, bfloat16
   // 2^18 2.58 -> 2.10 us in graphs; two a multiprocessor lost cold).
   int64_t quarter_tiles_per_sm = 1;
+  // Full reductions in one block (small_sum_kernel) up to kSingleBlockVectors 16-byte vectors
+  // and this many elements: a block's 512 threads over 128 KiB of 1-byte elements had each
+  // element's combine as the time (H200, hot: amax of (8, 32, 512) int8 4.57 us in a block,
+  // 3.13 in four and their combine; torch.compile 2.19). 2^15 (bfloat16 too) was slower: var
+  // of (50257,) bfloat16 3.37 -> 3.99, sum of (49152,) int16 1.45 -> 2.11.
+  int64_t single_block_elements = int64_t(1) << 16;
   // Dense slabs (slab_kernel) from this many bytes of input; smaller short reductions go to
   // tile_kernel, whose threads hold their outputs' elements in registers (no pass through
   // shared memory), where it can take them. 1: slabs always. (H200, hot: from 2 MB, rows of 7
@@ -300,6 +316,7 @@ struct TuningField {
 inline constexpr TuningField kTuningFields[] = {
     {"small_elements", &Tuning::small_elements},
     {"small_count", &Tuning::small_count},
+    {"small_rows_elements", &Tuning::small_rows_elements},
     {"small_rows_outputs", &Tuning::small_rows_outputs},
     {"small_rows_count", &Tuning::small_rows_count},
     {"small_columns_rows", &Tuning::small_columns_rows},
@@ -329,6 +346,7 @@ inline constexpr TuningField kTuningFields[] = {
     {"interleaved_row_bytes", &Tuning::interleaved_row_bytes},
     {"interleaved_rows", &Tuning::interleaved_rows},
     {"quarter_tiles_per_sm", &Tuning::quarter_tiles_per_sm},
+    {"single_block_elements", &Tuning::single_block_elements},
     {"slabs_least_bytes", &Tuning::slabs_least_bytes},
     {"transpose_least_inner", &Tuning::transpose_least_inner},
     {"transpose_least_outer", &Tuning::transpose_least_outer},

@@ -74,8 +74,11 @@ class Planner {
   // than the small kernel (832 float32 rows of 128: 1.03 us against 1.36).
   bool small_reaches(const IndexedLayout& x, bool whole_rows) const {
     const int64_t n = x.outputs * x.count;
-    if (n <= k_.small_elements) return x.count <= k_.small_count;
     const bool rows = x.reduced.innermost_contiguous();
+    if (n <= k_.small_elements) {
+      const bool whole = rows && x.reduced.runs == 1 && x.outputs > 1 && whole_rows;
+      return x.count <= k_.small_count && (n <= k_.small_rows_elements || !whole);
+    }
     if (rows && whole_rows) return false;
     if (rows)
       return x.outputs <= k_.small_rows_outputs && x.count <= k_.small_rows_count &&
@@ -102,10 +105,12 @@ class Planner {
   //    4.1 (torch 3.7). Columns of 4096 rows were six times slower (each team's loads a column
   //    apart), and so were results apart in memory: aminmax over dim -1 of (128, 2048,
   //    40).transpose(0, 2) int16 10.5 -> 55.4, argmax over dim -1 of a channels_last (197, 64,
-  //    77, 56) uint8 130 -> 232 (random shapes, seeds 52361 and 31337).
+  //    77, 56) uint8 130 -> 232 (random shapes, seeds 52361 and 31337). Nor for Welford's and
+  //    logsumexp's groups there either: logsumexp over dim -2 of (17, 128, 1024,
+  //    14).permute(2, 1, 0, 3) bfloat16 155 -> 40.5 out of the small kernel (seed 29201).
   bool small_beats_passes(const IndexedLayout& x, const Layout3& l) const {
-    if (x.outputs < k_.small_passes_outputs || x.count > k_.small_passes_count) return false;
-    if (l.combine > 1) return !t_.group_rows && x.reduced.innermost_contiguous();
+    if (x.outputs < k_.small_passes_outputs || x.count > k_.small_passes_count || t_.group_rows) return false;
+    if (l.combine > 1) return x.reduced.innermost_contiguous();
     const bool adjacent = x.kept.innermost_contiguous();
     SlabShape slabs;
     return adjacent && x.count <= k_.small_passes_rows && l.inner > 1 && l.inner * t_.in_bytes < 128 &&
@@ -175,7 +180,7 @@ class Planner {
     int64_t blocks = 1;
     int threads = kVecBlock;
     const int64_t tiles = ceil_div(split.vectors, kVecTile);
-    if (split.vectors <= kSingleBlockVectors) {
+    if (split.vectors <= kSingleBlockVectors && n <= k_.single_block_elements) {
       blocks = 1;
     } else if (t_.quarter && 4 * tiles <= k_.quarter_tiles_per_sm * d_.sm_count) {
       blocks = std::min<int64_t>(ceil_div(split.vectors, int64_t(kQuarterBlock) * kVecUnroll),
