@@ -401,6 +401,16 @@ def test_maps_and_short_rows_of_every_op_kind(device):
             check_op_kinds(x, dim, n, where, equal_nan=True)
             got, want = torch_reduce.aminmax(x, dim=dim), torch.aminmax(x, dim=dim)
             assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1]), where
+    # Long maps of rows apart in memory: each row on whole words with a tail (4104 apart, 4100
+    # long: map_kernel's words), and rows off them (4099 apart: its element loads).
+    for shape, cut in (((3, 1, 4104), 4100), ((3, 1, 4099), 4000)):
+        base = torch.randn(*shape, generator=gen, device=device).mul(20)
+        for dtype in (torch.float32, torch.bfloat16, torch.int8, torch.float64, torch.int16):
+            x = base.to(dtype)[..., :cut]
+            where = (shape, cut, dtype, seed)
+            check_op_kinds(x, 1, 1, where, equal_nan=True)
+            got, want = torch_reduce.aminmax(x, dim=1), torch.aminmax(x, dim=1)
+            assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1]), where
 
 
 @pytest.mark.parametrize("device", DEVICES)

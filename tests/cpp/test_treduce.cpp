@@ -208,6 +208,15 @@ void check_plans() {
   p = plan_reduce(h100, i8_max, plan_input({int64_t(1) << 17}, {1}, {0}));
   expect(kernels(p) == "vector_partials_kernel + combine_partials_kernel" && p.step[0].grid[0] == 4,
          "plan: 2^17 int8 are four blocks and a combine: " + plan_json(p));
+  // A reduced dim of one element is a map: amax over the size-1 dim of (1, 256, 32008)[..., :32000]
+  // bfloat16 reads words of 8 elements (every row starts on 16 bytes); rows 32001 apart do not.
+  OpTraits bf16_max;
+  bf16_max.in_bytes = 2, bf16_max.acc_bytes = 4;
+  p = plan_reduce(h100, bf16_max, plan_input({1, 256, 32000}, {256 * 32008, 32008, 1}, {0}));
+  expect(kernels(p) == "map_kernel" && p.step[0].flag && p.step[0].grid[0] == 16 && p.step[0].grid[1] == 256,
+         "plan: a size-1 dim over aligned rows is a map of words: " + plan_json(p));
+  p = plan_reduce(h100, bf16_max, plan_input({1, 256, 32000}, {256 * 32001, 32001, 1}, {0}));
+  expect(kernels(p) == "map_kernel" && !p.step[0].flag, "plan: ... of elements where rows are not: " + plan_json(p));
   // Narrow columns of many results: the small kernel's one pass (small_beats_passes), but not
   // for Welford's and logsumexp's groups (logsumexp over dim 2 of (1024, 128, 17,
   // 14) laid out as permute(2, 1, 0, 3) of a contiguous tensor, bfloat16).

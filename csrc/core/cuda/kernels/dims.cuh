@@ -1250,17 +1250,21 @@ __global__ void __launch_bounds__(kFillBlock) zero_positions_kernel(int64_t* pos
 }
 
 // Reductions over one element a result (a reduced dim of size 1) whose input and result both
-// run along inner: a map. Each thread takes kMapLoads elements kMapBlock apart, every load
-// issued before any is used; the outer index steps in y. The columns kernel took such layouts
-// with its threads down a reduced dim of one: var over the size-1 dim of (64, 1, 3,
-// 151936).transpose(1, 2) float16 117 us, 80 registers, 13% of DRAM's peak (ncu, H200); this
-// kernel 94 us, still a third of torch.compile's speed (29.5; not profiled yet).
+// run along inner: a map. Where every row starts on a whole word (`words`: the planner's test of
+// the address and the outer strides), a thread takes kMapLoads consecutive elements in 16-byte
+// loads (8-byte for 1-byte elements) and stores them as a run; else kMapLoads elements kMapBlock
+// apart, every load issued before any is used. The outer index steps in y. The columns kernel
+// took such layouts with its threads down a reduced dim of one: var over the size-1 dim of (64,
+// 1, 3, 151936).transpose(1, 2) float16 117 us, 80 registers, 13% of DRAM's peak (ncu, H200);
+// this kernel 94 us, still a third of torch.compile's speed (29.5). Element loads of 2 bytes
+// were 64 bytes a warp's load: amax over the size-1 dim of (3, 256, 32000)[::3] bfloat16, 16 MB
+// in and out, 13.7 -> 8.3 us in words (torch.compile 5.7; H200, hot; not profiled yet).
 template <class R>
 __global__ void __launch_bounds__(kMapBlock)
-map_kernel(const typename R::In* x, Layout3 l, Sink out) {
+map_kernel(const typename R::In* x, Layout3 l, bool words, Sink out) {
   using Op = typename R::Op;
   using In = typename R::In;
-  const int64_t i0 = int64_t(blockIdx.x) * (kMapBlock * kMapLoads) + threadIdx.x;
+  const int64_t b0 = int64_t(blockIdx.x) * (kMapBlock * kMapLoads);
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   cudaGridDependencySynchronize();
   cudaTriggerProgrammaticLaunchCompletion();
@@ -1269,6 +1273,34 @@ map_kernel(const typename R::In* x, Layout3 l, Sink out) {
     const In* p = x + l.outer_in(o);
     const int64_t at = l.outer_out(o);
     In e[kMapLoads];
+    if (words) {
+      const int64_t i0 = b0 + int64_t(threadIdx.x) * kMapLoads;
+      if (i0 >= l.inner) continue;
+      const bool whole = i0 + kMapLoads <= l.inner;
+      if (!whole) {
+#pragma unroll
+        for (int u = 0; u < kMapLoads; ++u) e[u] = i0 + u < l.inner ? p[i0 + u] : In();
+      } else if constexpr (sizeof(In) * kMapLoads >= 16) {
+        load_words(p + i0, e, int(sizeof(In)) * kMapLoads / 16);
+      } else {
+        load_word<uint2>(p + i0, e);
+      }
+      typename R::Acc acc[kMapLoads];
+#pragma unroll
+      for (int u = 0; u < kMapLoads; ++u) {
+        acc[u] = Op::identity();
+        element_into<R>(acc[u], e[u], 0);
+      }
+      if (whole) {
+        store_run<Op>(out, at + i0, acc);
+      } else {
+#pragma unroll
+        for (int u = 0; u < kMapLoads; ++u)
+          if (i0 + u < l.inner) store_acc<Op, In>(out, at + i0 + u, acc[u]);
+      }
+      continue;
+    }
+    const int64_t i0 = b0 + threadIdx.x;
 #pragma unroll
     for (int u = 0; u < kMapLoads; ++u) e[u] = i0 + u * kMapBlock < l.inner ? p[i0 + u * kMapBlock] : In();
 #pragma unroll
@@ -1276,7 +1308,7 @@ map_kernel(const typename R::In* x, Layout3 l, Sink out) {
       if (i0 + u * kMapBlock < l.inner) {
         auto acc = Op::identity();
         element_into<R>(acc, e[u], 0);
-        store_acc<Op, typename R::In>(out, at + i0 + u * kMapBlock, acc);
+        store_acc<Op, In>(out, at + i0 + u * kMapBlock, acc);
       }
     }
   }
@@ -1739,7 +1771,7 @@ cudaError_t launch_step(const Step& s, const ReduceArgs& a) {
         default: return cudaErrorInvalidValue;
       }
     case Kernel::Map:
-      return launch(map_kernel<R>, x, l, sink);
+      return launch(map_kernel<R>, x, l, s.flag, sink);
     case Kernel::Rows:
       return launch_rows<R>(s, [&](auto kernel) { return launch(kernel, x, l, sink); });
     case Kernel::WholeRows:
