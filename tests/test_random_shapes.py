@@ -249,7 +249,9 @@ def test_explain_gives_the_kernels_a_call_launches():
 def test_transposed_short_reductions_of_short_inner_runs():
     # Transposed short reductions and maps (results transposed against the input) over inner runs
     # of 4 to 64: transpose tiles whose lanes along inner fit the run (4 to 32 lanes) from
-    # Tuning::transpose_least_inner (8), the outer run of 97 cutting their 32-wide stores; every
+    # Tuning::transpose_least_inner (8), the outer run of 97 cutting their 32-wide stores and
+    # the runs of their results' words (tiles within the run store words, tiles across it one
+    # result at a time, the last tile partly past the end); every
     # dtype width, against torch (integers and extrema exact; float sums against float64: n * u *
     # sum|x| for the float32 accumulation, then the result's rounding); argmax's first position
     # among ties (int8 has many).
@@ -273,6 +275,8 @@ def test_transposed_short_reductions_of_short_inner_runs():
                     assert torch.equal(got, x.sum(1)), where
                 assert torch.equal(torch_reduce.amax(x, 1), x.amax(1)), where
                 assert torch.equal(torch_reduce.argmax(x, 1), x.argmax(1)), where
+                got, want = torch_reduce.aminmax(x, dim=1), torch.aminmax(x, dim=1)
+                assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1]), where
 
 
 def check_op_kinds(x, dim, n, where, equal_nan=False):

@@ -148,8 +148,8 @@ __device__ void store(const Sink& s, int64_t i, A v) {
   store_acc<SumOp<A>>(s, i, v);
 }
 
-// Writes v[0..V) to elements i .. i + V - 1 of p: 16- or 8-byte stores where the run's size
-// and address allow. (A 2-byte store per value made the L2 the limit of (32, 4096, 4096)
+// Writes v[0..V) to elements i .. i + V - 1 of p: 16-, 8- or 4-byte stores where the run's
+// size and address allow. (A 2-byte store per value made the L2 the limit of (32, 4096, 4096)
 // bfloat16 over dim 0: 16M scattered stores.)
 template <class T, int V, class A>
 __device__ __forceinline__ void store_run_as(T* p, const A (&v)[V]) {
@@ -157,9 +157,9 @@ __device__ __forceinline__ void store_run_as(T* p, const A (&v)[V]) {
 #pragma unroll
   for (int j = 0; j < V; ++j) e[j] = element_cast<T>(v[j]);
   constexpr int kBytes = V * int(sizeof(T));
-  constexpr int kWord = kBytes % 16 == 0 ? 16 : kBytes % 8 == 0 ? 8 : 0;
+  constexpr int kWord = kBytes % 16 == 0 ? 16 : kBytes % 8 == 0 ? 8 : kBytes % 4 == 0 && V > 1 ? 4 : 0;
   if constexpr (kWord > 0) {
-    using Word = std::conditional_t<kWord == 16, uint4, uint2>;
+    using Word = std::conditional_t<kWord == 16, uint4, std::conditional_t<kWord == 8, uint2, unsigned>>;
     if (reinterpret_cast<uintptr_t>(p) % kWord == 0) {
 #pragma unroll
       for (int k = 0; k < kBytes / kWord; ++k) {

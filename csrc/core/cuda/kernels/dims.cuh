@@ -1217,7 +1217,35 @@ transpose_tile_kernel(const typename R::In* x, Layout3 l, int64_t inner_tiles, b
   for (int k = 0; k < kTransposeRows; ++k)
 #pragma unroll
     for (int v = 0; v < kV; ++v) tile[(ty + k * rows) * pitch + tx * kV + v] = acc[k][v];
-  __syncthreads();
+  // Whether the tile's results are consecutive along outer (the usual case: the result's
+  // innermost run): then, for words of kV elements (1- and 2-byte inputs), each lane stores kV of
+  // them as one run (store_run: one dtype test and one store of 4 or 8 bytes, not kV of each).
+  // aminmax over the dim of 3 of (3, 64, 8, 49152).transpose(3, 0) uint8 issued ~136
+  // instructions a result with one store a result (ncu, H200: 248 us, SM 68%, DRAM 9%).
+  const bool dense = __syncthreads_and(int(threadIdx.x) >= kO || o0 + int(threadIdx.x) >= l.outer ||
+                                       out_at[threadIdx.x] == out_at[0] + int(threadIdx.x));
+  if constexpr (kV > 1) {
+    if (dense) {
+      const int lanes = kO / kV;  // a column's lanes, kV results each
+      const int o = (int(threadIdx.x) % lanes) * kV;
+      for (int c = int(threadIdx.x) / lanes; c < kI; c += kTileBlock / lanes) {
+        const int64_t at = i0 + c;
+        if (at >= l.inner || o0 + o >= l.outer) continue;
+        Acc v[kV];
+#pragma unroll
+        for (int j = 0; j < kV; ++j) v[j] = tile[(o + j) * pitch + c];
+        const int64_t to = out_at[o] + at * l.out_inner;
+        if (o0 + o + kV <= l.outer) {
+          store_run<Op>(out, to, v);
+        } else {
+#pragma unroll
+          for (int j = 0; j < kV; ++j)
+            if (o0 + o + j < l.outer) store_acc<Op, typename R::In>(out, to + j, v[j]);
+        }
+      }
+      return;
+    }
+  }
   // Lanes along outer: the tile's O / 32 runs of 32 outer indexes times its I inner ones, 32 * kV
   // (run, inner) pairs in all, kV * 4 a warp.
   const int lane = int(threadIdx.x) & 31, warp = int(threadIdx.x) >> 5, inner_bits = lane_bits + kTransposeVBits<R>;
