@@ -406,8 +406,9 @@ def test_maps_and_short_rows_of_every_op_kind(device):
             got, want = torch_reduce.aminmax(x, dim=dim), torch.aminmax(x, dim=dim)
             assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1]), where
     # Long maps of rows apart in memory: each row on whole words with a tail (4104 apart, 4100
-    # long: map_kernel's words), and rows off them (4099 apart: its element loads).
-    for shape, cut in (((3, 1, 4104), 4100), ((3, 1, 4099), 4000)):
+    # or 4099 long: map_kernel's words, the last word of each row partly past its end in one
+    # dtype or every one), and rows off them (4099 apart: its element loads).
+    for shape, cut in (((3, 1, 4104), 4100), ((3, 1, 4104), 4099), ((3, 1, 4099), 4000)):
         base = torch.randn(*shape, generator=gen, device=device).mul(20)
         for dtype in (torch.float32, torch.bfloat16, torch.int8, torch.float64, torch.int16):
             x = base.to(dtype)[..., :cut]

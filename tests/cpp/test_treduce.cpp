@@ -217,6 +217,12 @@ void check_plans() {
          "plan: a size-1 dim over aligned rows is a map of words: " + plan_json(p));
   p = plan_reduce(h100, bf16_max, plan_input({1, 256, 32000}, {256 * 32001, 32001, 1}, {0}));
   expect(kernels(p) == "map_kernel" && !p.step[0].flag, "plan: ... of elements where rows are not: " + plan_json(p));
+  // max with positions over the same aligned rows keeps the element loop (map_kernel: words of
+  // positions took 100-108 registers against 56; 3x slower for (1, 8192, 4096) float32).
+  OpTraits bf16_max_at = bf16_max;
+  bf16_max_at.indexed = true;
+  p = plan_reduce(h100, bf16_max_at, plan_input({1, 256, 32000}, {256 * 32008, 32008, 1}, {0}));
+  expect(kernels(p) == "map_kernel" && !p.step[0].flag, "plan: positions over aligned rows are elements: " + plan_json(p));
   // Narrow columns of many results: the small kernel's one pass (small_beats_passes), but not
   // for Welford's and logsumexp's groups (logsumexp over dim 2 of (1024, 128, 17,
   // 14) laid out as permute(2, 1, 0, 3) of a contiguous tensor, bfloat16).

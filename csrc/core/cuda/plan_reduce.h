@@ -759,9 +759,10 @@ class Planner {
       Step& s = p_.add(Kernel::Map);
       s.grid[0] = map_blocks, s.grid[1] = std::min<int64_t>(l.outer, 65535), s.block[0] = kMapBlock;
       s.dependent = true, s.layout = l, s.to = to;
-      // Words of kMapLoads elements where every row starts on one (16 bytes, 8 of 1-byte elements).
+      // Words of 16 bytes (8 of 1-byte elements) where every row starts on one; not for argmax's
+      // and argmin's positions (map_kernel).
       const int64_t word = std::min<int64_t>(16, int64_t(kMapLoads) * t_.in_bytes);
-      s.flag = in_.address % uintptr_t(word) == 0 && l.outer_strides_multiple_of(word / t_.in_bytes);
+      s.flag = !t_.indexed && in_.address % uintptr_t(word) == 0 && l.outer_strides_multiple_of(word / t_.in_bytes);
       return 0;
     }
     const int kV = columns_vector(t_.in_bytes, t_.indexed);

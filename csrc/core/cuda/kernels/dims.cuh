@@ -1279,20 +1279,27 @@ __global__ void __launch_bounds__(kFillBlock) zero_positions_kernel(int64_t* pos
 
 // Reductions over one element a result (a reduced dim of size 1) whose input and result both
 // run along inner: a map. Where every row starts on a whole word (`words`: the planner's test of
-// the address and the outer strides), a thread takes kMapLoads consecutive elements in 16-byte
-// loads (8-byte for 1-byte elements) and stores them as a run; else kMapLoads elements kMapBlock
-// apart, every load issued before any is used. The outer index steps in y. The columns kernel
-// took such layouts with its threads down a reduced dim of one: var over the size-1 dim of (64,
-// 1, 3, 151936).transpose(1, 2) float16 117 us, 80 registers, 13% of DRAM's peak (ncu, H200);
-// this kernel 94 us, still a third of torch.compile's speed (29.5). Element loads of 2 bytes
-// were 64 bytes a warp's load: amax over the size-1 dim of (3, 256, 32000)[::3] bfloat16, 16 MB
-// in and out, 13.7 -> 8.3 us in words (torch.compile 5.7; H200, hot; not profiled yet).
+// the address and the outer strides), a thread takes kMapLoads elements as words of 16 bytes (8
+// for 1-byte elements), kMapBlock words apart, and stores each word's results as a run; else
+// kMapLoads elements kMapBlock apart. Either way every load is issued before any is used; the
+// outer index steps in y. The columns kernel took such layouts with its threads down a reduced
+// dim of one: var over the size-1 dim of (64, 1, 3, 151936).transpose(1, 2) float16 117 us, 80
+// registers, 13% of DRAM's peak (ncu, H200); this kernel 94 us, still a third of torch.compile's
+// speed (29.5). Element loads of 2 bytes were 64 bytes a warp's load: amax over the size-1 dim
+// of (3, 256, 32000)[::3] bfloat16, 16 MB in and out, 13.7 -> 8.3 us in words (torch.compile
+// 5.7; H200, hot). A first version took a thread's kMapLoads consecutive elements (two or four
+// words of 4- and 8-byte elements, a warp's load 1 KB wide with holes) and argmax's positions
+// too: nansum over the size-1 dim of (128256, 1, 16).transpose(2, 1) float32 4.45 -> 9.52 us,
+// max with positions over dim 0 of (1, 8192, 4096) float32 136 -> 430 us (100 registers).
 template <class R>
 __global__ void __launch_bounds__(kMapBlock)
 map_kernel(const typename R::In* x, Layout3 l, bool words, Sink out) {
   using Op = typename R::Op;
   using In = typename R::In;
   const int64_t b0 = int64_t(blockIdx.x) * (kMapBlock * kMapLoads);
+  // Not for argmax and argmin (positions, 8 bytes a result, stored whole by the element loop):
+  // their words took 100-108 registers against 56.
+  constexpr bool is_words = !is_indexed_v<Op>;
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   cudaGridDependencySynchronize();
   cudaTriggerProgrammaticLaunchCompletion();
@@ -1300,35 +1307,44 @@ map_kernel(const typename R::In* x, Layout3 l, bool words, Sink out) {
   for (int64_t o = blockIdx.y; o < l.outer; o += gridDim.y) {
     const In* p = x + l.outer_in(o);
     const int64_t at = l.outer_out(o);
-    In e[kMapLoads];
-    if (words) {
-      const int64_t i0 = b0 + int64_t(threadIdx.x) * kMapLoads;
-      if (i0 >= l.inner) continue;
-      const bool whole = i0 + kMapLoads <= l.inner;
-      if (!whole) {
+    if (is_words && words) {
+      // Word k of a thread starts kEW * (k * kMapBlock + thread) elements into the block: each
+      // load and store of a warp is one contiguous run (512 bytes of 16-byte words).
+      constexpr int kEW = (sizeof(In) == 1 ? 8 : 16) / int(sizeof(In));
+      constexpr int kW = kMapLoads / kEW;
+      using Word = std::conditional_t<sizeof(In) == 1, uint2, uint4>;
+      In w[kW][kEW];
 #pragma unroll
-        for (int u = 0; u < kMapLoads; ++u) e[u] = i0 + u < l.inner ? p[i0 + u] : In();
-      } else if constexpr (sizeof(In) * kMapLoads >= 16) {
-        load_words(p + i0, e, int(sizeof(In)) * kMapLoads / 16);
-      } else {
-        load_word<uint2>(p + i0, e);
+      for (int k = 0; k < kW; ++k) {
+        const int64_t i = b0 + (int64_t(k) * kMapBlock + threadIdx.x) * kEW;
+        if (i + kEW <= l.inner) {
+          load_word<Word>(p + i, w[k]);
+        } else {
+#pragma unroll
+          for (int u = 0; u < kEW; ++u) w[k][u] = i + u < l.inner ? p[i + u] : In();
+        }
       }
-      typename R::Acc acc[kMapLoads];
 #pragma unroll
-      for (int u = 0; u < kMapLoads; ++u) {
-        acc[u] = Op::identity();
-        element_into<R>(acc[u], e[u], 0);
-      }
-      if (whole) {
-        store_run<Op>(out, at + i0, acc);
-      } else {
+      for (int k = 0; k < kW; ++k) {
+        const int64_t i = b0 + (int64_t(k) * kMapBlock + threadIdx.x) * kEW;
+        typename R::Acc acc[kEW];
 #pragma unroll
-        for (int u = 0; u < kMapLoads; ++u)
-          if (i0 + u < l.inner) store_acc<Op, In>(out, at + i0 + u, acc[u]);
+        for (int u = 0; u < kEW; ++u) {
+          acc[u] = Op::identity();
+          element_into<R>(acc[u], w[k][u], 0);
+        }
+        if (i + kEW <= l.inner) {
+          store_run<Op>(out, at + i, acc);
+        } else {
+#pragma unroll
+          for (int u = 0; u < kEW; ++u)
+            if (i + u < l.inner) store_acc<Op, In>(out, at + i + u, acc[u]);
+        }
       }
       continue;
     }
     const int64_t i0 = b0 + threadIdx.x;
+    In e[kMapLoads];
 #pragma unroll
     for (int u = 0; u < kMapLoads; ++u) e[u] = i0 + u * kMapBlock < l.inner ? p[i0 + u * kMapBlock] : In();
 #pragma unroll
