@@ -450,7 +450,8 @@ def test_positions_over_strided_rows(device):
     # the extremum by picks, then its first position: reduce_cpu.cpp's position_run), lengths
     # off the 8 lanes and past a chunk's first lanes, against torch exactly: ties among small
     # integers (the first position), signed zeros (the first zero of either sign, its own
-    # sign), infinities, and NaN (the first NaN) in some rows and every element of one.
+    # sign), infinities, and NaN (the first NaN) in some rows and every element of one; integers
+    # and bool (ties everywhere) too.
     gen, seed = fresh_generator(device)
     for n in (1, 2, 7, 8, 9, 17, 171):
         base = torch.randint(-3, 4, (29, 3 * n), generator=gen, device=device).double()
@@ -461,16 +462,17 @@ def test_positions_over_strided_rows(device):
         nan = torch.rand(29, 3 * n, generator=gen, device=device) < 0.05
         nan[:5] = False
         base = base.masked_fill(nan, float("nan"))
-        for dtype in (torch.float32, torch.float64, torch.bfloat16, torch.float16):
-            x = base.to(dtype)[:, ::3]
+        for dtype in (torch.float32, torch.float64, torch.bfloat16, torch.float16, torch.int32, torch.int8, torch.bool):
+            x = (base if dtype.is_floating_point else base.nan_to_num(0, 3, -3)).to(dtype)[:, ::3]
             where = (n, dtype, seed)
             for ours, ref in ((torch_reduce.max, torch.max), (torch_reduce.min, torch.min)):
                 (got, at), (want, want_at) = ours(x, 1), ref(x, 1)
                 assert torch.equal(at, want_at), where
                 same = (got == want) & (got.signbit() == want.signbit()) | (got.isnan() & want.isnan())
                 assert bool(same.all()), where  # (a NaN's sign is not compared: torch's 16-bit ones vary)
-            assert torch.equal(torch_reduce.argmax(x, 1), torch.argmax(x, 1)), where
-            assert torch.equal(torch_reduce.argmin(x, 1), torch.argmin(x, 1)), where
+            if dtype != torch.bool:  # (torch's argmax and argmin take no bool)
+                assert torch.equal(torch_reduce.argmax(x, 1), torch.argmax(x, 1)), where
+                assert torch.equal(torch_reduce.argmin(x, 1), torch.argmin(x, 1)), where
 
 
 @pytest.mark.parametrize("device", DEVICES)

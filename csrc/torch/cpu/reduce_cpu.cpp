@@ -437,11 +437,11 @@ V short_load(In v) {
 }
 
 // A run's extremum and its first position, for runs the vector kernels do not take (strided,
-// or of types without them): the extremum by pick in 8 lanes, then the first element equal to it
-// (the first NaN where it is NaN), a second read from the cache. The same value and position as
-// ArgExtremumOp::reduce_at over the run in order, whose compares and jumps random data
-// mispredicts: min over rows of 171 of (224, 512)[:, ::3] float32, 2 threads, 66.8 us against
-// torch's 18.1.
+// or of types without them: bool): the extremum by pick in 8 lanes, then the first element equal
+// to it (the first NaN where it is NaN), a second read from the cache. The same value and
+// position as ArgExtremumOp::reduce_at over the run in order, whose compares and jumps random
+// data mispredicts: 2 threads, min over rows of 171 of (224, 512)[:, ::3] float32 66.8 -> 24.4
+// us (torch 18.1), max over rows of 1025 of (8, 31, 1025) bool 111 -> 29 (55).
 template <class In, class Mid, class Op>
 typename Op::acc_t position_run(const In* x, int64_t n, int64_t stride, int64_t first) {
   using V = typename Op::value_t;
@@ -455,7 +455,8 @@ typename Op::acc_t position_run(const In* x, int64_t n, int64_t stride, int64_t 
   for (int j = 0; i < n; ++i, ++j) m[j] = pick<kMax>(m[j], short_load<In, Mid, V>(x[i * stride]));
   V e = m[0];
   for (int j = 1; j < kL; ++j) e = pick<kMax>(e, m[j]);
-  const bool nan = e != e;
+  bool nan = false;
+  if constexpr (std::is_floating_point_v<V>) nan = e != e;
   for (int64_t k = 0; k < n; ++k) {
     const V v = short_load<In, Mid, V>(x[k * stride]);
     if (nan ? v != v : v == e) return {v, first + k};
@@ -496,7 +497,7 @@ typename Op::acc_t chunk_reduce(const In* x, int64_t n, int64_t stride, int64_t 
   if constexpr (kSimdExtremum<In> && std::is_same_v<In, Mid> && ExtremumOf<Op>::kind != Extremum::None) {
     if (stride == 1 && n > 0) return extremum_chunk<In, Op>(x, n, first);
   }
-  if constexpr (ExtremumOf<Op>::kind == Extremum::Position && std::is_floating_point_v<typename Op::value_t>) {
+  if constexpr (ExtremumOf<Op>::kind == Extremum::Position) {
     if (n > 0) return position_run<In, Mid, Op>(x, n, stride, first);
   }
   using Acc = typename Op::acc_t;
@@ -829,7 +830,6 @@ template <class In, class Mid, class Op, int64_t kB>
 [[gnu::noinline]] void columns_rest(const In* x, int64_t stride, int64_t rows, int64_t rest, int64_t r0,
                                     typename Op::acc_t* acc) {
   using Acc = typename Op::acc_t;
-  using L = Load<In, Mid, typename Op::value_t>;
   Acc lo[kB];
   for (int64_t b = 0; b < rest; ++b) lo[b] = Op::identity();
   for (int64_t k = 0; k < rows; ++k) {
