@@ -447,7 +447,9 @@ def test_extrema_over_short_rows_of_whole_vectors(device):
 @pytest.mark.parametrize("device", DEVICES)
 def test_positions_over_strided_rows(device):
     # max, min, argmax and argmin over rows read with a stride (every third element; on the CPU
-    # the extremum by picks, then its first position: reduce_cpu.cpp's position_run), lengths
+    # the extremum by picks, then its first position: reduce_cpu.cpp's position_run) and over
+    # the same elements as columns (29 and 5 of them: float16's narrow ones through
+    # column_positions, groups of 16 rows), lengths
     # off the 8 lanes and past a chunk's first lanes, against torch exactly: ties among small
     # integers (the first position), signed zeros (the first zero of either sign, its own
     # sign), infinities, and NaN (the first NaN) in some rows and every element of one; integers
@@ -463,16 +465,17 @@ def test_positions_over_strided_rows(device):
         nan[:5] = False
         base = base.masked_fill(nan, float("nan"))
         for dtype in (torch.float32, torch.float64, torch.bfloat16, torch.float16, torch.int32, torch.int8, torch.bool):
-            x = (base if dtype.is_floating_point else base.nan_to_num(0, 3, -3)).to(dtype)[:, ::3]
-            where = (n, dtype, seed)
-            for ours, ref in ((torch_reduce.max, torch.max), (torch_reduce.min, torch.min)):
-                (got, at), (want, want_at) = ours(x, 1), ref(x, 1)
-                assert torch.equal(at, want_at), where
-                same = (got == want) & (got.signbit() == want.signbit()) | (got.isnan() & want.isnan())
-                assert bool(same.all()), where  # (a NaN's sign is not compared: torch's 16-bit ones vary)
-            if dtype != torch.bool:  # (torch's argmax and argmin take no bool)
-                assert torch.equal(torch_reduce.argmax(x, 1), torch.argmax(x, 1)), where
-                assert torch.equal(torch_reduce.argmin(x, 1), torch.argmin(x, 1)), where
+            rows = (base if dtype.is_floating_point else base.nan_to_num(0, 3, -3)).to(dtype)[:, ::3]
+            for x, dim in ((rows, 1), (rows.t().contiguous(), 0), (rows[:5].t().contiguous(), 0)):
+                where = (n, dtype, dim, seed)
+                for ours, ref in ((torch_reduce.max, torch.max), (torch_reduce.min, torch.min)):
+                    (got, at), (want, want_at) = ours(x, dim), ref(x, dim)
+                    assert torch.equal(at, want_at), where
+                    same = (got == want) & (got.signbit() == want.signbit()) | (got.isnan() & want.isnan())
+                    assert bool(same.all()), where  # (a NaN's sign is not compared: torch's 16-bit ones vary)
+                if dtype != torch.bool:  # (torch's argmax and argmin take no bool)
+                    assert torch.equal(torch_reduce.argmax(x, dim), torch.argmax(x, dim)), where
+                    assert torch.equal(torch_reduce.argmin(x, dim), torch.argmin(x, dim)), where
 
 
 @pytest.mark.parametrize("device", DEVICES)

@@ -1012,6 +1012,33 @@ template <class In, class Mid, class Op>
 inline constexpr bool kNarrowGroupSums = std::is_integral_v<In> && sizeof(In) <= 2 && std::is_same_v<In, Mid> &&
                                          std::is_same_v<Op, SumOp<int64_t>>;
 
+// max, min, argmax and argmin of floats over a group of `rows` rows (row k at x + k * stride) of
+// n <= 64 adjacent columns, their results joined into acc[0, n): each column's extremum by pick, then
+// the first row equal to it (the first NaN where it is NaN), from the cache; the same value and
+// position as reduce_at row by row, without its jumps.
+template <class In, class Mid, class Op>
+void column_positions(const In* x, int64_t stride, int64_t rows, int64_t n, int64_t r0, typename Op::acc_t* acc) {
+  using V = typename Op::value_t;
+  constexpr bool kMax = ExtremumOf<Op>::max;
+  V m[64];
+  for (int64_t b = 0; b < n; ++b) m[b] = ExtremumOp<V, kMax>::identity();
+  for (int64_t k = 0; k < rows; ++k) {
+    const In* row = x + k * stride;
+    for (int64_t b = 0; b < n; ++b) m[b] = pick<kMax>(m[b], short_load<In, Mid, V>(row[b]));
+  }
+  for (int64_t b = 0; b < n; ++b) {
+    bool nan = false;
+    if constexpr (std::is_floating_point_v<V>) nan = m[b] != m[b];
+    for (int64_t k = 0; k < rows; ++k) {
+      const V v = short_load<In, Mid, V>(x[k * stride + b]);
+      if (nan ? v != v : v == m[b]) {
+        acc[b] = Op::combine(acc[b], {v, r0 + k});
+        break;
+      }
+    }
+  }
+}
+
 template <class In, class Mid, class Op, int64_t kWidth>
 void generic_column_segment(const In* base, const Layout3& l, int64_t r_begin, int64_t end, int64_t width,
                             typename Op::acc_t* acc) {
@@ -1047,6 +1074,18 @@ void generic_column_segment(const In* base, const Layout3& l, int64_t r_begin, i
           }
           for (int64_t b = 0; b < n; ++b) acc[j + b] += Acc(counts[b]);
         }
+        continue;
+      }
+    }
+    if constexpr (ExtremumOf<Op>::kind == Extremum::Position && std::is_floating_point_v<typename Op::value_t>) {
+      // Float positions over columns the vector kernels do not take (float16's narrow ones; 2
+      // threads, min over dim -2 of (512, 40, 3) float16 140-146 -> 108-114 us, torch 65-88).
+      // Not bool's: max over dim 1 of (64, 1000, 4) 192-200 -> 394-410 (torch 75-87), whose
+      // jumps were predicted (the first true ends every change).
+      if (l.in_inner == 1) {
+        const int64_t rows = std::min(kStep, end - r1);
+        for (int64_t j = 0; j < width; j += 64)
+          column_positions<In, Mid, Op>(base + r1 * l.in_reduced + j, l.in_reduced, rows, std::min<int64_t>(64, width - j), r1, acc + j);
         continue;
       }
     }
