@@ -5,8 +5,8 @@ peers again.
     python benchmarks/retime.py [--device cuda|cpu] [--limit 1.0] [--seeds S ...] [--torch]
 
 Reads each seed's committed JSON (benchmarks/results/h200 on CUDA, results/cpu-dev on the CPU, or
---results DIR), draws the same cases and inputs again (random_shapes.generate and make_input, in
-order), and times ours on the cases whose ratio was below --limit: hot (CUDA graph replays)
+--results DIR; runs of the tests' sizes too), draws the same cases and inputs again
+(random_shapes.generate and make_input, in order; a case whose label changed stops it), and times ours on the cases whose ratio was below --limit: hot (CUDA graph replays)
 against the peers stored with the case, which were measured on a GPU of the same kind; wall time
 on the CPU, where --torch times torch again in the same run (the machine's noise is larger than
 the stored times' spread). Each result is checked against torch before it is timed. Prints one
@@ -55,7 +55,7 @@ def main(argv=None) -> int:
     lines = []
     for path in files:
         committed = json.loads(path.read_text())
-        if committed.get("small") or committed["device"] != args.device:
+        if committed["device"] != args.device:
             continue
         seed = committed["seed"]
         wanted = {}
@@ -66,7 +66,7 @@ def main(argv=None) -> int:
             if peer / row[f"ours_{mode}"] < args.limit:
                 wanted[row["case"]] = (row, peer)
         gen = torch.Generator(device=args.device).manual_seed(seed)
-        for index, case in enumerate(random_shapes.generate(seed, committed["cases"])):
+        for index, case in enumerate(random_shapes.generate(seed, committed["cases"], small=committed["small"])):
             x = random_shapes.make_input(case, args.device, gen)  # every input, to keep the sequence
             if index not in wanted:
                 continue

@@ -311,6 +311,29 @@ def test_tuning_trial_times_the_cases_planned_differently(tmp_path, capsys):
     assert "1 of 6 cases planned differently" in out and "  case 2 " in out and "the best peer" in out
 
 
+def test_retime_times_the_committed_cases_behind_their_peers(tmp_path, capsys):
+    """benchmarks/retime.py on the CPU, small: the cases of a random_shapes.py run whose ratio was
+    below the limit, drawn again (the same labels, checked against torch), ours (and torch) timed
+    again; a run whose cases are not the generator's any more is refused."""
+    import random_shapes
+    import retime
+
+    assert random_shapes.main(["--seed", "5", "--cases", "6", "--small", "--device", "cpu", "--reps", "3",
+                               "--out", str(tmp_path)]) == 0
+    common = ["--device", "cpu", "--results", str(tmp_path), "--reps", "3", "--torch"]
+    assert retime.main(common + ["--limit", "1e9"]) == 0
+    out = capsys.readouterr().out
+    assert sum(" 5:" in line for line in out.splitlines()) == 6 and "6 cases:" in out
+    assert retime.main(common + ["--limit", "0"]) == 0
+    assert " 5:" not in capsys.readouterr().out
+    path = tmp_path / "random_shapes_seed5.json"
+    run = json.loads(path.read_text())
+    run["rows"][1]["label"] = "another case"
+    path.write_text(json.dumps(run))
+    with pytest.raises(SystemExit, match="case 1 is"):
+        retime.main(common + ["--limit", "1e9"])
+
+
 def test_random_shapes_keeps_partial_rows_and_resumes(tmp_path):
     """benchmarks/random_shapes.py on the CPU, small: a finished run leaves its JSON and no
     .partial.json; a run resumed from the first rows of another (its partial file) keeps those
