@@ -358,12 +358,6 @@ typename Op::acc_t extremum_chunk(const In* x, int64_t n, int64_t first) {
   }
 }
 
-// Sixteen independent accumulators: no loop-carried dependence between lanes, so the compiler
-// vectorises the loop without reassociating. Each lane adds in a cascade, as torch's
-// cascade_sum: 16 elements into a first level, 16 of those into a second, the rest into a
-// third, so a lane's rounding error grows with about 48 additions, not with the 4096 of a 64K
-// chunk (float32 2^24: relative error 4.7e-6 -> torch's 7e-7). `stride` is 1 for contiguous
-// runs (the case that vectorises); sums sum_simd.h has a kernel for go there.
 // Extrema an element at a time without branches. ExtremumOp::combine compiles to compares and
 // jumps, which random data mispredicts about half the time: amin over rows of 3 of (64, 256, 3)
 // float32 took 70 us on 2 threads against torch's 29 (a loop of rows of 3, four side by side:
@@ -436,6 +430,20 @@ V short_load(In v) {
   }
 }
 
+// The first of the n elements x[k * stride] equal to e (a NaN where e is NaN): the position of
+// an extremum found by pick.
+template <class In, class Mid, class V>
+int64_t first_equal(const In* x, int64_t n, int64_t stride, V e) {
+  bool nan = false;
+  if constexpr (std::is_floating_point_v<V>) nan = e != e;
+  int64_t k = 0;
+  for (; k < n; ++k) {
+    const V v = short_load<In, Mid, V>(x[k * stride]);
+    if (nan ? v != v : v == e) break;
+  }
+  return k;
+}
+
 // A run's extremum and its first position, for runs the vector kernels do not take (strided,
 // or of types without them: bool): the extremum by pick in 8 lanes, then the first element equal
 // to it (the first NaN where it is NaN), a second read from the cache. The same value and
@@ -455,13 +463,8 @@ typename Op::acc_t position_run(const In* x, int64_t n, int64_t stride, int64_t 
   for (int j = 0; i < n; ++i, ++j) m[j] = pick<kMax>(m[j], short_load<In, Mid, V>(x[i * stride]));
   V e = m[0];
   for (int j = 1; j < kL; ++j) e = pick<kMax>(e, m[j]);
-  bool nan = false;
-  if constexpr (std::is_floating_point_v<V>) nan = e != e;
-  for (int64_t k = 0; k < n; ++k) {
-    const V v = short_load<In, Mid, V>(x[k * stride]);
-    if (nan ? v != v : v == e) return {v, first + k};
-  }
-  return Op::identity();  // (n == 0)
+  const int64_t k = first_equal<In, Mid>(x, n, stride, e);
+  return {short_load<In, Mid, V>(x[k * stride]), first + k};  // (n > 0: e is one of the elements)
 }
 
 // Whether chunk_reduce has a vector kernel for contiguous runs of Op (the branches below).
@@ -471,6 +474,12 @@ inline constexpr bool kVectorChunk =
     kSimdVar<In, Mid, Op> || kSimdExpSum<In, Mid, Op> ||
     (kSimdExtremum<In> && std::is_same_v<In, Mid> && ExtremumOf<Op>::kind != Extremum::None);
 
+// Sixteen independent accumulators: no loop-carried dependence between lanes, so the compiler
+// vectorises the loop without reassociating. Each lane adds in a cascade, as torch's
+// cascade_sum: 16 elements into a first level, 16 of those into a second, the rest into a
+// third, so a lane's rounding error grows with about 48 additions, not with the 4096 of a 64K
+// chunk (float32 2^24: relative error 4.7e-6 -> torch's 7e-7). `stride` is 1 for contiguous
+// runs (the case that vectorises); sums sum_simd.h has a kernel for go there.
 template <class In, class Mid, class Op>
 typename Op::acc_t chunk_reduce(const In* x, int64_t n, int64_t stride, int64_t first = 0) {
   if constexpr (kSimdSum<In, Mid, Op> || kSimdSumOf<In, Mid, Op> || kSimdProd<In, Mid, Op>) {
@@ -1013,9 +1022,9 @@ inline constexpr bool kNarrowGroupSums = std::is_integral_v<In> && sizeof(In) <=
                                          std::is_same_v<Op, SumOp<int64_t>>;
 
 // max, min, argmax and argmin of floats over a group of `rows` rows (row k at x + k * stride) of
-// n <= 64 adjacent columns, their results joined into acc[0, n): each column's extremum by pick, then
-// the first row equal to it (the first NaN where it is NaN), from the cache; the same value and
-// position as reduce_at row by row, without its jumps.
+// n <= 64 adjacent columns, their results joined into acc[0, n): each column's extremum by
+// pick, then its first row (first_equal), from the cache; the same value and position as
+// reduce_at row by row, without its jumps.
 template <class In, class Mid, class Op>
 void column_positions(const In* x, int64_t stride, int64_t rows, int64_t n, int64_t r0, typename Op::acc_t* acc) {
   using V = typename Op::value_t;
@@ -1027,15 +1036,8 @@ void column_positions(const In* x, int64_t stride, int64_t rows, int64_t n, int6
     for (int64_t b = 0; b < n; ++b) m[b] = pick<kMax>(m[b], short_load<In, Mid, V>(row[b]));
   }
   for (int64_t b = 0; b < n; ++b) {
-    bool nan = false;
-    if constexpr (std::is_floating_point_v<V>) nan = m[b] != m[b];
-    for (int64_t k = 0; k < rows; ++k) {
-      const V v = short_load<In, Mid, V>(x[k * stride + b]);
-      if (nan ? v != v : v == m[b]) {
-        acc[b] = Op::combine(acc[b], {v, r0 + k});
-        break;
-      }
-    }
+    const int64_t k = first_equal<In, Mid>(x + b, rows, stride, m[b]);  // (rows > 0)
+    acc[b] = Op::combine(acc[b], {short_load<In, Mid, V>(x[k * stride + b]), r0 + k});
   }
 }
 
