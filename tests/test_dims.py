@@ -124,6 +124,9 @@ BIG_LAYOUTS = {
     "1029x256": lambda f: f((1029, 256)),
     "4096x4096_transposed": lambda f: f((4096, 4096)).t(),
     "32x4096x4096": lambda f: f((32, 4096, 4096)),
+    # Narrow columns read through a step, longer than tiles take: over dim 1 a strided row a
+    # result (layout.h's inner_as_rows), the rows kernel's teams.
+    "narrow_strided_columns": lambda f: f((4099, 56, 7))[:, :, ::2],
 }
 
 

@@ -382,6 +382,27 @@ def test_positions_over_long_columns(device):
                 _check(got.cpu(), want, what)
 
 
+@pytest.mark.parametrize("device", DEVICES)
+def test_positions_over_strided_narrow_columns(device):
+    """max, min, argmax and argmin over dim 1 of (4099, 56, 7)[:, :, ::2]: on CUDA each result's
+    column a strided row (the rows kernel's teams, four results of an outer index in a warp),
+    ties everywhere and NaN; torch's answers."""
+    gen, seed = fresh_generator(device)
+    for dtype in (torch.float32, torch.bfloat16, torch.int32):
+        x = _tied_data((4099, 56, 7), dtype, device, gen)[:, :, ::2]
+        if device == "cuda":
+            assert [s["kernel"] for s in torch_reduce.explain(x, 1, "argmax")["plan"]["steps"]] == ["rows_kernel"]
+        ref = x.cpu()
+        for op in ARG_OPS:
+            want, got = getattr(torch, op)(ref, 1), getattr(torch_reduce, op)(x, 1)
+            what = f"{op} {dtype} seed {seed}"
+            if op in ("max", "min"):
+                _check(got.values.cpu(), want.values, what)
+                _check(got.indices.cpu(), want.indices, what)
+            else:
+                _check(got.cpu(), want, what)
+
+
 # Non-contiguous views for argmax and argmin over every dim (positions in row-major order):
 # transposed, permuted, sliced, expanded, channels_last; around the 8192 elements up to which CUDA
 # reads them in place, in logical order, and past the four runs an index takes.

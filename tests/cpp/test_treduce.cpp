@@ -409,8 +409,26 @@ void check_plans() {
   const PlanInput half_tile = plan_input({64, 3, 16, 768}, {36864, 12288, 1, 16}, {1});
   p = plan_reduce(h100, f32_sum, half_tile);
   expect(kernels(p) == "transpose_tile_kernel" && p.step[0].grid[0] == 768 && p.step[0].inner_tiles == 1 &&
-             p.step[0].team == 4,
+             p.step[0].team == 4 && p.step[0].U == 1,
          "plan: a transposed reduction of inner runs of 16 is transpose tiles 16 lanes wide: " + plan_json(p));
+  // Under a block a multiprocessor, elements one at a time (float32) load four reduced rows at
+  // once (sum over dim -2 of (256, 16, 512).transpose(2, 0): 128 blocks); 768 blocks above, one
+  // (Tuning::transpose_rows_at_once_most_percent).
+  p = plan_reduce(h100, f32_sum, plan_input({512, 16, 256}, {1, 512, 8192}, {1}));
+  expect(kernels(p) == "transpose_tile_kernel" && p.step[0].grid[0] == 128 && p.step[0].U == 4,
+         "plan: a short grid of transpose tiles loads four rows at once: " + plan_json(p));
+  // Narrow columns through a step, longer than tiles take (argmax over dim -2 of (32064, 56,
+  // 7)[:, :, ::2]): a strided row a result, teams of 8 lanes over 56 elements, 32 rows a block
+  // (layout.h's inner_as_rows); the columns kernel where Tuning::columns_as_rows_most_bytes is 1.
+  const PlanInput strided_narrow = plan_input({32064, 56, 4}, {392, 7, 2}, {1});
+  p = plan_reduce(h100, f32_sum, strided_narrow);
+  expect(kernels(p) == "rows_kernel" && p.step[0].team == 8 && p.step[0].grid[0] == 4008 &&
+             p.step[0].layout.outer == 32064 * 4 && p.step[0].layout.in_reduced == 7,
+         "plan: narrow strided columns are strided rows: " + plan_json(p));
+  Tuning no_rows;
+  no_rows.columns_as_rows_most_bytes = 1;
+  p = plan_reduce(h100, f32_sum, strided_narrow, no_rows);
+  expect(kernels(p) == "columns_kernel", "plan: ... columns without: " + kernels(p));
   Tuning from32;
   from32.transpose_least_inner = 32;
   p = plan_reduce(h100, f32_sum, half_tile, from32);

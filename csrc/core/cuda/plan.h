@@ -259,6 +259,16 @@ struct Tuning {
   // 128, 1024).transpose(0, 2) float32 9.00 -> 3.13 (8.4). Not with vectors of 4 (a load a row):
   // amax over dim -1 of (80, 8, 17, 196).transpose(1, 3) uint8 6.26 -> 11.13 (4.02).
   int64_t transpose_least_blocks_percent = 20;
+  int64_t transpose_vector_least_blocks_percent = 100;  // ... and for lanes of vectors (V > 1)
+  // Narrow columns (inner * in_bytes up to this; 1: none) that are not dense, of more rows than
+  // kTileReduced: a strided row a result (plan_reduce.h's layout), not the columns kernel.
+  int64_t columns_as_rows_most_bytes = 32;
+  // Four rows at once (V = 1) under this many percent of a block a multiprocessor; more blocks
+  // take the instance of a row at a time, whose registers (32-48 against 75-101) fit 5 blocks
+  // a multiprocessor, not 2. With four rows for every grid (H200, CUDA graphs, us): argmin over
+  // dim 0 of (5, 11008, 32).transpose(2, 1) int32, 344 blocks, 3.38 -> 5.81; nanmean over dim
+  // -3 of (768, 3, 768, 16).transpose(0, 3) float32, 9216 blocks, 65.7 -> 96.6.
+  int64_t transpose_rows_at_once_most_percent = 100;
   // Transposed short rows of whole 16-byte words from this many bytes a row take tiles along
   // the result, a thread a row (plan_reduce.h's rows).
   int64_t tile_words_least_bytes = 32;
@@ -351,6 +361,9 @@ inline constexpr TuningField kTuningFields[] = {
     {"transpose_least_inner", &Tuning::transpose_least_inner},
     {"transpose_least_outer", &Tuning::transpose_least_outer},
     {"transpose_least_blocks_percent", &Tuning::transpose_least_blocks_percent},
+    {"transpose_vector_least_blocks_percent", &Tuning::transpose_vector_least_blocks_percent},
+    {"columns_as_rows_most_bytes", &Tuning::columns_as_rows_most_bytes},
+    {"transpose_rows_at_once_most_percent", &Tuning::transpose_rows_at_once_most_percent},
     {"tile_words_least_bytes", &Tuning::tile_words_least_bytes},
     {"short_columns_inner_bytes", &Tuning::short_columns_inner_bytes},
     {"short_columns_loads", &Tuning::short_columns_loads},
@@ -520,7 +533,8 @@ struct Step {
   int team = 0, loads = 0;          // Rows: team; WholeRows: lanes, loads a row; Tiles, Small: the instance;
                                     // ShortColumns: pieces a thread;
                                     // TransposeTiles: log2 of the lanes along inner
-  int V = 0, U = 0;                 // Columns: outputs a thread, loads in flight
+  int V = 0, U = 0;                 // Columns: outputs a thread, loads in flight; TransposeTiles: elements
+                                    // a lane, reduced rows loaded at once
   int64_t count = 0;                // segments, splits or partials an output (and blocks, VectorCombine)
   int64_t per = 0;                  // elements a segment or a split
   int64_t column_blocks = 0, first = 0, end = 0;  // Columns: the outputs [first, end) of a row

@@ -469,11 +469,12 @@ class Planner {
       // Under a block a multiprocessor its rows' loads, one row after another, are the time: the
       // tiles below issue all of an output's at once (amax over dim 0 of (8, 197, 1) expanded
       // to 64 on dim 2, bool, 4 blocks: 7.99 us in CUDA graphs, torch 2.15; H200).
-      const int64_t least_percent = V == 1 ? k_.transpose_least_blocks_percent : 100;
+      const int64_t least_percent = V == 1 ? k_.transpose_least_blocks_percent : k_.transpose_vector_least_blocks_percent;
       if (blocks <= kMaxGridX && blocks * 100 >= d_.sm_count * least_percent) {
         Step& s = p_.add(Kernel::TransposeTiles);
         s.grid[0] = blocks, s.block[0] = kTileBlock, s.dependent = true, s.layout = l, s.to = to;
         s.V = int(V), s.inner_tiles = inner_tiles, s.team = lane_bits;
+        s.U = V == 1 && l.reduced > 1 && blocks * 100 < d_.sm_count * k_.transpose_rows_at_once_most_percent ? 4 : 1;
         s.flag = V > 1 && l.in_inner == 1 && in_.address % uintptr_t(V * t_.in_bytes) == 0 &&
                  l.outer_strides_multiple_of(V) &&
                  (l.reduced == 1 || l.in_reduced % V == 0);
@@ -819,6 +820,12 @@ class Planner {
     // bfloat16 2.66 -> 1.94, argmax of (256, 512) float32 3.24 -> 2.43).
     if (l.reduced >= 32 && l.reduced <= 8 * kColumnsMaxY && l.outer * l.inner * l.reduced <= k_.small_columns_most)
       return columns(l, small_columns_shape(l), 1, columns_element_loads(t_.group_rows), to, ws);
+    // Narrow columns that are not dense slabs, longer than tiles take, on at least an outer
+    // index a multiprocessor: a strided row a result (layout.h's inner_as_rows), not a columns
+    // block of a few columns an outer index.
+    if (!merged && l.reduced > kTileReduced && l.inner * t_.in_bytes <= k_.columns_as_rows_most_bytes &&
+        l.outer >= d_.sm_count && inner_as_rows(l, &ordered))
+      return rows(ordered, to, ws);
     if (!vectors) {
       const ColumnsShape one = columns_shape(l, 1, kColumnsBlock, deeper);
       if (short_tiles(one, 1)) return dense ? slabs_or_tiles(l, slabs, to) : tiles(l, to);

@@ -1151,13 +1151,14 @@ template <int kBytes>
 using LoadWord = std::conditional_t<kBytes == 16, uint4,
                  std::conditional_t<kBytes == 8, uint2, std::conditional_t<kBytes == 4, unsigned, unsigned short>>>;
 
-template <class R>
+template <class R, int kU>
 __global__ void __launch_bounds__(kTileBlock)
 transpose_tile_kernel(const typename R::In* x, Layout3 l, int64_t inner_tiles, bool words, int lane_bits, Sink out) {
   using Op = typename R::Op;
   using In = typename R::In;
   using Acc = typename R::Acc;
   constexpr int kV = kTransposeV<R>;
+  static_assert(kU == 1 || kV == 1, "rows at once for elements one at a time only");
   constexpr int kMostOuter = (kTileBlock >> kTransposeLeastLaneBits) * kTransposeRows;
   // A tile is O x I outputs, I = L * kV, O = (kTileBlock / L) * kTransposeRows, rows I + 1 apart
   // (the stores' lanes, a row apart, fall in different banks): O * (I + 1) <= this.
@@ -1185,9 +1186,10 @@ transpose_tile_kernel(const typename R::In* x, Layout3 l, int64_t inner_tiles, b
   for (int k = 0; k < kTransposeRows; ++k)
 #pragma unroll
     for (int v = 0; v < kV; ++v) acc[k][v] = Op::identity();
-  // Elements one at a time (kV == 1): kU reduced rows' loads at once, 16 a thread as with
-  // vectors (a row's alone, 4 loads a thread, left ...).
-  constexpr int kU = kV == 1 ? 4 : 1;
+  // kU reduced rows' loads at once: 4 for elements one at a time (kV == 1) where the grid is
+  // short of a block a multiprocessor, 16 loads a thread as with vectors (plan_reduce.h's
+  // tiles). The instance holds 75-101 registers against 32-48: 2 blocks a multiprocessor, not 5,
+  // so a grid of many blocks takes kU = 1.
   const int reduced = int(l.reduced);  // at most kTileReduced
   for (int r0 = 0; r0 < reduced; r0 += kU) {
     In e[kU][kTransposeRows][kV];
@@ -1847,7 +1849,11 @@ cudaError_t launch_step(const Step& s, const ReduceArgs& a) {
       }
     case Kernel::TransposeTiles:
       if (s.V != kTransposeV<R>) return cudaErrorInvalidValue;
-      return launch(transpose_tile_kernel<R>, x, l, s.inner_tiles, s.flag, s.team, sink);
+      if constexpr (kTransposeV<R> == 1) {
+        if (s.U == 4) return launch(transpose_tile_kernel<R, 4>, x, l, s.inner_tiles, s.flag, s.team, sink);
+      }
+      if (s.U != 1) return cudaErrorInvalidValue;
+      return launch(transpose_tile_kernel<R, 1>, x, l, s.inner_tiles, s.flag, s.team, sink);
     case Kernel::Slabs:
       return launch(slab_kernel<R>, x, l, s.slabs, sink);
     case Kernel::ShortColumns:
