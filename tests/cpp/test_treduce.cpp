@@ -417,6 +417,17 @@ void check_plans() {
   p = plan_reduce(h100, f32_sum, plan_input({512, 16, 256}, {1, 512, 8192}, {1}));
   expect(kernels(p) == "transpose_tile_kernel" && p.step[0].grid[0] == 128 && p.step[0].U == 4,
          "plan: a short grid of transpose tiles loads four rows at once: " + plan_json(p));
+  // ... and so do larger grids over 4 rows or more, but for positions (their instance's
+  // registers): the dim of 8 of (64, 8, 768, 16).transpose(2, 3), 768 blocks.
+  const PlanInput eight_rows = plan_input({64, 8, 16, 768}, {98304, 12288, 1, 16}, {1});
+  p = plan_reduce(h100, f32_sum, eight_rows);
+  expect(kernels(p) == "transpose_tile_kernel" && p.step[0].grid[0] == 768 && p.step[0].U == 4,
+         "plan: transpose tiles over 8 rows load four at once: " + plan_json(p));
+  OpTraits f32_argmax;
+  f32_argmax.acc_bytes = 16, f32_argmax.indexed = true;
+  p = plan_reduce(h100, f32_argmax, eight_rows);
+  expect(kernels(p) == "transpose_tile_kernel" && p.step[0].grid[0] == 768 && p.step[0].U == 1,
+         "plan: ... positions a row at a time: " + plan_json(p));
   // Narrow columns through a step, longer than tiles take (argmax over dim -2 of (32064, 56,
   // 7)[:, :, ::2]): a strided row a result, teams of 8 lanes over 56 elements, 32 rows a block
   // (layout.h's inner_as_rows); the columns kernel where Tuning::columns_as_rows_most_bytes is 1.
@@ -425,6 +436,12 @@ void check_plans() {
   expect(kernels(p) == "rows_kernel" && p.step[0].team == 8 && p.step[0].grid[0] == 4008 &&
              p.step[0].layout.outer == 32064 * 4 && p.step[0].layout.in_reduced == 7,
          "plan: narrow strided columns are strided rows: " + plan_json(p));
+  // Not where a team would be 32 lanes, a row a warp (rows of 512: the dim of 512 of (12, 1024,
+  // 512, 16).transpose(3, 0) float16, 32 bytes a row).
+  OpTraits half_sum;
+  half_sum.in_bytes = 2;
+  p = plan_reduce(h100, half_sum, plan_input({16, 1024, 512, 12}, {1, 8192, 16, 8388608}, {2}));
+  expect(kernels(p) == "columns_kernel", "plan: narrow columns of 512 rows stay columns: " + kernels(p));
   Tuning no_rows;
   no_rows.columns_as_rows_most_bytes = 1;
   p = plan_reduce(h100, f32_sum, strided_narrow, no_rows);

@@ -264,10 +264,14 @@ struct Tuning {
   // kTileReduced: a strided row a result (plan_reduce.h's layout), not the columns kernel.
   int64_t columns_as_rows_most_bytes = 32;
   // Four rows at once (V = 1) under this many percent of a block a multiprocessor; more blocks
-  // take the instance of a row at a time, whose registers (32-48 against 75-101) fit 5 blocks
-  // a multiprocessor, not 2. With four rows for every grid (H200, CUDA graphs, us): argmin over
-  // dim 0 of (5, 11008, 32).transpose(2, 1) int32, 344 blocks, 3.38 -> 5.81; nanmean over dim
-  // -3 of (768, 3, 768, 16).transpose(0, 3) float32, 9216 blocks, 65.7 -> 96.6.
+  // take them over 4 rows or more but for positions, else the instance of a row at a time,
+  // whose registers (32-48 against 75-101) fit 5 blocks a multiprocessor, not 2. H200, CUDA
+  // graphs, us, four rows for every grid -> a row at a time for every grid of 132 blocks or
+  // more: argmin over dim 0 of (5, 11008, 32).transpose(2, 1) int32 5.81 -> 3.29; nanmean over
+  // dim -3 of (768, 3, 768, 16).transpose(0, 3) float32 96.6 -> 83.8; sum over dim -3 of (80,
+  // 50257, 2).transpose(2, 0) int32 35.3 -> 26.0; but logsumexp over dim 0 of (1000, 4096,
+  // 14).permute(2, 1, 0) float32 115 -> 332, sum over dim 2 of (49, 64, 8, 96).transpose(0, 3)
+  // float32 4.10 -> 5.18.
   int64_t transpose_rows_at_once_most_percent = 100;
   // Transposed short rows of whole 16-byte words from this many bytes a row take tiles along
   // the result, a thread a row (plan_reduce.h's rows).

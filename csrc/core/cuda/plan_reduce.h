@@ -232,6 +232,15 @@ class Planner {
   // A block a row for these sizes (plan.h's block_rows_kernel).
   bool block_rows_kernel() const { return cuda::block_rows_kernel(t_.in_bytes, t_.acc_bytes, t_.group_rows); }
 
+  // rows_kernel's lanes a row of `loads` loads (the comment in rows()).
+  int rows_team(int64_t loads) const {
+    const bool heavy = t_.group_rows || t_.indexed;
+    const int64_t per_lane = loads > 32 || (loads == 32 && heavy) ? 8 : 4;
+    int team = 1;
+    while (team < 32 && team * per_lane < loads) team *= 2;
+    return team;
+  }
+
   int64_t rows(const Layout3& l, int64_t to, int64_t ws) {
     const int64_t per_load = l.in_reduced == 1 ? 16 / t_.in_bytes : 1;
     const int64_t loads = ceil_div(l.reduced, per_load);  // per row
@@ -247,10 +256,7 @@ class Planner {
     // of 256, var 5.48 / 10.29 -> 4.43 / 10.52. The others keep 8 lanes, which were 0.4-0.5 us
     // faster cold (nansum 6.69 / 14.82 -> 6.57 / 15.36 with 4, int32 sum 6.82 / 14.79 -> 6.40 /
     // 15.20).
-    const bool heavy = t_.group_rows || t_.indexed;
-    const int64_t per_lane = loads > 32 || (loads == 32 && heavy) ? 8 : 4;
-    int team = 1;
-    while (team < 32 && team * per_lane < loads) team *= 2;
+    const int team = rows_team(loads);
     // Every row whole aligned 16-byte vectors, contiguous.
     const bool whole = per_load > 1 && in_.address % 16 == 0 && l.outer_strides_multiple_of(per_load) &&
                        l.reduced % per_load == 0;
@@ -474,7 +480,10 @@ class Planner {
         Step& s = p_.add(Kernel::TransposeTiles);
         s.grid[0] = blocks, s.block[0] = kTileBlock, s.dependent = true, s.layout = l, s.to = to;
         s.V = int(V), s.inner_tiles = inner_tiles, s.team = lane_bits;
-        s.U = V == 1 && l.reduced > 1 && blocks * 100 < d_.sm_count * k_.transpose_rows_at_once_most_percent ? 4 : 1;
+        // Four rows at once (V = 1: one element a lane) under a block a multiprocessor, and over
+        // 4 rows or more but for positions (the instance of positions holds 86-101 registers).
+        const bool few_blocks = blocks * 100 < d_.sm_count * k_.transpose_rows_at_once_most_percent;
+        s.U = V == 1 && l.reduced > 1 && (few_blocks || (l.reduced >= 4 && !t_.indexed)) ? 4 : 1;
         s.flag = V > 1 && l.in_inner == 1 && in_.address % uintptr_t(V * t_.in_bytes) == 0 &&
                  l.outer_strides_multiple_of(V) &&
                  (l.reduced == 1 || l.in_reduced % V == 0);
@@ -822,9 +831,12 @@ class Planner {
       return columns(l, small_columns_shape(l), 1, columns_element_loads(t_.group_rows), to, ws);
     // Narrow columns that are not dense slabs, longer than tiles take, on at least an outer
     // index a multiprocessor: a strided row a result (layout.h's inner_as_rows), not a columns
-    // block of a few columns an outer index.
+    // block of a few columns an outer index; where a team is 8 lanes or fewer (4 rows or more a
+    // warp, whose loads share sectors). Teams of 32 (a row a warp, a sector a lane for 2 of its
+    // bytes) lost 2.4x: std over dim -2 of (12, 1024, 512, 16).transpose(3, 0) float16, 77 -> 188
+    // us in CUDA graphs (torch.compile 60; H200).
     if (!merged && l.reduced > kTileReduced && l.inner * t_.in_bytes <= k_.columns_as_rows_most_bytes &&
-        l.outer >= d_.sm_count && inner_as_rows(l, &ordered))
+        l.outer >= d_.sm_count && rows_team(l.reduced) <= 8 && inner_as_rows(l, &ordered))
       return rows(ordered, to, ws);
     if (!vectors) {
       const ColumnsShape one = columns_shape(l, 1, kColumnsBlock, deeper);
