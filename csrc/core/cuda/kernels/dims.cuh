@@ -1186,10 +1186,10 @@ transpose_tile_kernel(const typename R::In* x, Layout3 l, int64_t inner_tiles, b
   for (int k = 0; k < kTransposeRows; ++k)
 #pragma unroll
     for (int v = 0; v < kV; ++v) acc[k][v] = Op::identity();
-  // kU reduced rows' loads at once: 4 for elements one at a time (kV == 1) where the grid is
-  // short of a block a multiprocessor, 16 loads a thread as with vectors (plan_reduce.h's
-  // tiles). The instance holds 75-101 registers against 32-48: 2 blocks a multiprocessor, not 5,
-  // so a grid of many blocks takes kU = 1.
+  // kU reduced rows' loads at once: 4 for elements one at a time (kV == 1), 16 loads a thread
+  // as with vectors, where the grid is short of a block a multiprocessor or the rows are 4 or
+  // more but for positions (plan_reduce.h's tiles). The instance holds 75-101 registers against
+  // 32-48: 2 blocks a multiprocessor, not 5.
   const int reduced = int(l.reduced);  // at most kTileReduced
   for (int r0 = 0; r0 < reduced; r0 += kU) {
     In e[kU][kTransposeRows][kV];
