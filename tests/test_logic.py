@@ -359,6 +359,18 @@ def test_indexed_far_ties(device, dtype):
             assert torch_reduce.argmax(x).item() == pos[3] and torch_reduce.argmin(x).item() == pos[3]
 
 
+def _check_positions(x, dim, what):
+    """max and min (values and positions), argmax and argmin of x over dim: torch's answers."""
+    ref = x.cpu()
+    for op in ARG_OPS:
+        want, got = getattr(torch, op)(ref, dim), getattr(torch_reduce, op)(x, dim)
+        if op in ("max", "min"):
+            _check(got.values.cpu(), want.values, f"{op} {what}")
+            _check(got.indices.cpu(), want.indices, f"{op} {what}")
+        else:
+            _check(got.cpu(), want, f"{op} {what}")
+
+
 @pytest.mark.parametrize("device", DEVICES)
 def test_positions_over_long_columns(device):
     """max, min, argmax and argmin over dim 0 of columns longer than the CPU's 256-row segments
@@ -371,15 +383,7 @@ def test_positions_over_long_columns(device):
             x[700, 5] = x[300, 5] = float("nan")
             x[:, 9] = -0.0
             x[600, 9] = 0.0
-        ref = x.cpu()
-        for op in ARG_OPS:
-            want, got = getattr(torch, op)(ref, 0), getattr(torch_reduce, op)(x, 0)
-            what = f"{op} {dtype} seed {seed}"
-            if op in ("max", "min"):
-                _check(got.values.cpu(), want.values, what)
-                _check(got.indices.cpu(), want.indices, what)
-            else:
-                _check(got.cpu(), want, what)
+        _check_positions(x, 0, f"{dtype} seed {seed}")
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -392,15 +396,7 @@ def test_positions_over_strided_narrow_columns(device):
         x = _tied_data((4099, 56, 7), dtype, device, gen)[:, :, ::2]
         if device == "cuda":
             assert [s["kernel"] for s in torch_reduce.explain(x, 1, "argmax")["plan"]["steps"]] == ["rows_kernel"]
-        ref = x.cpu()
-        for op in ARG_OPS:
-            want, got = getattr(torch, op)(ref, 1), getattr(torch_reduce, op)(x, 1)
-            what = f"{op} {dtype} seed {seed}"
-            if op in ("max", "min"):
-                _check(got.values.cpu(), want.values, what)
-                _check(got.indices.cpu(), want.indices, what)
-            else:
-                _check(got.cpu(), want, what)
+        _check_positions(x, 1, f"{dtype} seed {seed}")
 
 
 # Non-contiguous views for argmax and argmin over every dim (positions in row-major order):
