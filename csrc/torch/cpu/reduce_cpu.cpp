@@ -885,6 +885,16 @@ void byte_logic_strip(const In* x, int64_t stride, int64_t rows, int64_t width, 
   }
 }
 
+// The width of strips of at most `most` results that share a run of n equally (to 64 results).
+// The remainder as the last strip put four fifths of the work on one of two threads over dim 0
+// of (128, 5120) float32 (a strip of 4096 and one of 1024), and made a strip of one column of
+// (200, 4097). 2 threads, us, torch in the same run: sum of (128, 5120) 72 -> 24 (36), amax 85
+// -> 51 (55-67); sum of (200, 4097) 155 -> 50 (61-68), of (1000, 4100) 645 -> 358 (418-463).
+inline int64_t equal_strip(int64_t n, int64_t most) {
+  const int64_t count = (n + most - 1) / most;
+  return std::min(most, ((n + count - 1) / count + 63) / 64 * 64);
+}
+
 // any and all of 1-byte columns whose results are contiguous bytes (bool, or uint8 for uint8
 // inputs): each strip's truth values OR-ed (any) or AND-ed (all) over the rows in the result
 // itself, a byte an output. Through counters (below) the int64 accumulators and their
@@ -901,8 +911,7 @@ bool byte_logic_columns(const In* x, const Layout3& l, bool any, uint8_t* out) {
     const int64_t strips_wanted = (wanted + l.outer - 1) / l.outer;
     strip = std::clamp<int64_t>(((l.inner + strips_wanted - 1) / strips_wanted + 63) / 64 * 64, 2048, strip);
   }
-  const int64_t count = (l.inner + strip - 1) / strip;
-  strip = std::min(strip, ((l.inner + count - 1) / count + 63) / 64 * 64);  // of equal width (reduce_columns)
+  strip = equal_strip(l.inner, strip);
   const int64_t strips = (l.inner + strip - 1) / strip;
   if (l.outer * strips < wanted) return false;
   const int64_t grain = std::max<int64_t>(1, (int64_t(1) << 15) / (std::min(strip, l.inner) * l.reduced));
@@ -1192,13 +1201,7 @@ void reduce_columns(const In* x, const Layout3& l, const Sink& out) {
     const int64_t strips_wanted = (wanted + l.outer * segments - 1) / (l.outer * segments);
     strip = std::clamp<int64_t>(((l.inner + strips_wanted - 1) / strips_wanted + 63) / 64 * 64, 64, kWidth);
   }
-  // Strips of equal width (to 64 outputs): over dim 0 of (128, 5120) float32 a strip of 4096
-  // and one of 1024 put four fifths of the work on one of two threads, and (200, 4097) made a
-  // strip of one column. 2 threads, us, torch in the same run: sum of (128, 5120) 72 -> 24 (36),
-  // amax 85 -> 51 (55-67); sum of (200, 4097) 155 -> 50 (61-68), of (1000, 4100) 645 -> 358
-  // (418-463).
-  const int64_t count = (l.inner + strip - 1) / strip;
-  strip = std::min(strip, ((l.inner + count - 1) / count + 63) / 64 * 64);
+  strip = equal_strip(l.inner, strip);
   const int64_t width_max = std::min(strip, l.inner);  // of any strip
   constexpr bool kExtremumInto = extremum_into<In, Mid, Op>();
   constexpr bool kNarrowGeneric = kSimdExtremaPositions<In, Mid, Op> && std::is_same_v<In, c10::Half>;
