@@ -360,9 +360,10 @@ def test_indexed_far_ties(device, dtype):
 
 
 def _check_positions(x, dim, what):
-    """max and min (values and positions), argmax and argmin of x over dim: torch's answers."""
+    """max and min (values and positions), argmax and argmin of x over dim: torch's answers
+    (max and min alone for bool, which torch's argmax and argmin refuse)."""
     ref = x.cpu()
-    for op in ARG_OPS:
+    for op in ARG_OPS[:2] if x.dtype == torch.bool else ARG_OPS:
         want, got = getattr(torch, op)(ref, dim), getattr(torch_reduce, op)(x, dim)
         if op in ("max", "min"):
             _check(got.values.cpu(), want.values, f"{op} {what}")
@@ -397,6 +398,43 @@ def test_positions_over_strided_narrow_columns(device):
         if device == "cuda":
             assert [s["kernel"] for s in torch_reduce.explain(x, 1, "argmax")["plan"]["steps"]] == ["rows_kernel"]
         _check_positions(x, 1, f"{dtype} seed {seed}")
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_positions_over_short_rows(device):
+    """max, min, argmax and argmin over rows of 1 to 17 elements, contiguous and strided, of
+    numbers of rows that leave every remainder of the CPU's four rows side by side: ties in every
+    row, NaN (more than one in some rows) and -0.0; torch's answers."""
+    gen, seed = fresh_generator(device)
+    for dtype in (torch.float16, torch.bfloat16, torch.float32, torch.float64, torch.int8, torch.uint8,
+                  torch.int16, torch.int64, torch.bool):
+        for n in (1, 2, 3, 5, 8, 13, 16, 17):
+            for rows in (1, 6, 67):
+                x = _tied_data((rows, n), dtype, device, gen)
+                if dtype == torch.uint8:
+                    x = x + 3  # (-3 wraps: 253 and more)
+                _check_positions(x, 1, f"{dtype} ({rows}, {n}) seed {seed}")
+                _check_positions(x.t(), 0, f"{dtype} ({rows}, {n}).t() seed {seed}")
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_positions_over_bool_columns(device):
+    """max and min of bool over dim 0 of columns longer than the CPU's 256-row
+    segments, wider than its blocks of 256 columns: columns all false, all true, with one true in
+    the last row or one false in the first, random ones; and over dim 1 of the transpose."""
+    gen, seed = fresh_generator(device)
+    for rows, cols in ((1000, 300), (7, 5), (300, 1025)):
+        x = torch.rand(rows, cols, generator=gen, device=device) < 0.3
+        x[:, 0] = False
+        x[:, 1] = True
+        x[:, 2] = False
+        x[rows - 1, 2] = True
+        x[:, 3] = True
+        x[0, 3] = False
+        x[:, 4] = torch.rand(rows, generator=gen, device=device) < 0.002
+        _check_positions(x, 0, f"({rows}, {cols}) seed {seed}")
+        _check_positions(x.t(), 1, f"({rows}, {cols}).t() seed {seed}")
+        _check_positions(~x, 0, f"~({rows}, {cols}) seed {seed}")
 
 
 # Non-contiguous views for argmax and argmin over every dim (positions in row-major order):

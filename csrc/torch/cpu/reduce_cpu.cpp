@@ -361,11 +361,11 @@ typename Op::acc_t extremum_chunk(const In* x, int64_t n, int64_t first) {
 // Extrema an element at a time without branches. ExtremumOp::combine compiles to compares and
 // jumps, which random data mispredicts about half the time: amin over rows of 3 of (64, 256, 3)
 // float32 took 70 us on 2 threads against torch's 29 (a loop of rows of 3, four side by side:
-// 2.8 ns an element as the operator's combine, 0.5 through SSE's min and a NaN mask). Not for
-// positions (ArgExtremumOp::reduce_at): its test, the value and the position chosen by SSE masks
-// made max with positions over rows of 5 of (50257, 17, 5) float32 6.0 -> 3.9 ms (torch 5.9)
-// but over the 384 rows of 14 of (8, 3, 16, 14).transpose(2, 1) 6.4 -> 10.8 us (torch 8.6):
-// the repeated input's branches were learnt, and the masks' chain is longer than a compare.
+// 2.8 ns an element as the operator's combine, 0.5 through SSE's min and a NaN mask). Positions
+// over short rows: the extremum first, then its position (side_positions); reduce_at's test, the
+// value and the position chosen by SSE masks element by element, made max with positions over
+// rows of 5 of (50257, 17, 5) float32 6.0 -> 3.9 ms (torch 5.9) but over the 384 rows of 14 of
+// (8, 3, 16, 14).transpose(2, 1) 6.4 -> 10.8 us (torch 8.6): the masks' chain is longer.
 
 // pick<kMax>(a, v): ExtremumOp<A, kMax>::combine(a, v), a where it beats v or is NaN, else v.
 template <bool kMax, class A>
@@ -688,6 +688,78 @@ inline RowBlocks row_blocks(const Layout3& l) {
   return {grain, last_outer_run(l)};
 }
 
+// Whether element v is the extremum e of its row (e found by pick: NaN if the row has one, and
+// then every NaN is), as a flag without jumps. GCC made (v == e) | (v != v) of floats a jump
+// each: a select of side_positions below took 3.6 ns against SSE's masks' 1.1.
+template <class V>
+inline bool holds(V v, V e) {
+#if defined(__SSE2__)
+  if constexpr (std::is_same_v<V, float>) {
+    const __m128 x = _mm_set_ss(v);
+    return _mm_movemask_ps(_mm_or_ps(_mm_cmpeq_ss(x, _mm_set_ss(e)), _mm_cmpunord_ss(x, x))) & 1;
+  } else if constexpr (std::is_same_v<V, double>) {
+    const __m128d x = _mm_set_sd(v);
+    return _mm_movemask_pd(_mm_or_pd(_mm_cmpeq_sd(x, _mm_set_sd(e)), _mm_cmpunord_sd(x, x))) & 1;
+  }
+#endif
+  if constexpr (std::is_floating_point_v<V>) return (v == e) | (v != v);
+  return v == e;
+}
+
+// Positions over kSide short rows side by side (row j at p + j * step, its elements `along`
+// apart) without jumps: each row's extremum by pick, then, from its last element back, the first
+// position holding it by a select an element. The same value and position as reduce_at in order,
+// whose compares and jumps fresh data mispredicts: 2 threads, argmax over rows of 8 of (128256, 8)
+// int16 1180 -> 263 us (torch 480), min over rows of 8 of (256, 80, 8) uint8 190 -> 59 (185).
+template <class In, class Mid, class Op, int64_t kSide>
+void side_positions(const In* p, int64_t step, int64_t n, int64_t along, typename Op::acc_t* acc) {
+  using V = typename Op::value_t;
+  constexpr bool kMax = ExtremumOf<Op>::max;
+#if defined(__SSE2__)
+  if constexpr (kSide == 4 && std::is_same_v<V, float>) {
+    // Floats: the four rows in the lanes of one vector, pick's and holds' masks four at a time
+    // (a third of the instructions of four scalar chains). 2 threads, us, reduce_at -> scalar
+    // selects -> these (torch): max over rows of 5 of (50257, 17, 5) float32 6560 -> 3300 -> 1700
+    // (6100-6400); argmax over rows of 12 of (65536, 12) bfloat16 1020 -> 590 -> 420 (930-1020);
+    // max over rows of 16 of (20000, 16) float16 560 -> 500 -> 250 (370-430); max over the 384
+    // rows of 14 of (8, 3, 16, 14).transpose(2, 1) 7.0 (its jumps learnt) -> 9.7 -> 6.4 (7.2).
+    const auto load = [&](int64_t r) {
+      const In* q = p + r * along;
+      return _mm_setr_ps(short_load<In, Mid, V>(q[0]), short_load<In, Mid, V>(q[step]),
+                         short_load<In, Mid, V>(q[2 * step]), short_load<In, Mid, V>(q[3 * step]));
+    };
+    __m128 e = _mm_set1_ps(ExtremumOp<V, kMax>::identity());
+    for (int64_t r = 0; r < n; ++r) {
+      const __m128 v = load(r);
+      const __m128 m = kMax ? _mm_max_ps(e, v) : _mm_min_ps(e, v);  // v where either is NaN
+      const __m128 nan = _mm_cmpunord_ps(e, e);
+      e = _mm_or_ps(_mm_and_ps(nan, e), _mm_andnot_ps(nan, m));
+    }
+    __m128i at = _mm_setzero_si128();  // (int32 lanes: rows of at most 64 elements)
+    for (int64_t r = n - 1; r >= 0; --r) {
+      const __m128 v = load(r);
+      const __m128i hit = _mm_castps_si128(_mm_or_ps(_mm_cmpeq_ps(v, e), _mm_cmpunord_ps(v, v)));
+      at = _mm_or_si128(_mm_and_si128(hit, _mm_set1_epi32(int32_t(r))), _mm_andnot_si128(hit, at));
+    }
+    alignas(16) int32_t pos[4];
+    _mm_store_si128(reinterpret_cast<__m128i*>(pos), at);
+    for (int64_t j = 0; j < kSide; ++j) acc[j] = {short_load<In, Mid, V>(p[j * step + pos[j] * along]), pos[j]};
+    return;
+  }
+#endif
+  V e[kSide];
+  int64_t at[kSide];
+  for (int64_t j = 0; j < kSide; ++j) {
+    e[j] = ExtremumOp<V, kMax>::identity();
+    at[j] = 0;
+  }
+  for (int64_t r = 0; r < n; ++r)
+    for (int64_t j = 0; j < kSide; ++j) e[j] = pick<kMax>(e[j], short_load<In, Mid, V>(p[j * step + r * along]));
+  for (int64_t r = n - 1; r >= 0; --r)
+    for (int64_t j = 0; j < kSide; ++j) at[j] = holds(short_load<In, Mid, V>(p[j * step + r * along]), e[j]) ? r : at[j];
+  for (int64_t j = 0; j < kSide; ++j) acc[j] = {short_load<In, Mid, V>(p[j * step + at[j] * along]), at[j]};
+}
+
 template <class In, class Mid, class Op>
 void short_rows(const In* x, const Layout3& l, const Sink& out, const RowBlocks& b) {
   using Acc = typename Op::acc_t;
@@ -714,6 +786,11 @@ void short_rows(const In* x, const Layout3& l, const Sink& out, const RowBlocks&
       // over rows of 16, 872 -> 500, torch 7200).
       constexpr int64_t kSide = 4;
       int64_t k = 0;
+      if constexpr (ExtremumOf<Op>::kind == Extremum::Position) {
+        for (; k + kSide <= m; k += kSide)
+          side_positions<In, Mid, Op, kSide>(first + k * in_step, in_step, l.reduced, l.in_reduced, acc + k);
+        for (; k < m; ++k) side_positions<In, Mid, Op, 1>(first + k * in_step, in_step, l.reduced, l.in_reduced, acc + k);
+      }
       for (; k + kSide <= m; k += kSide) {
         Acc a[kSide];
         for (int64_t j = 0; j < kSide; ++j) a[j] = Op::identity();
@@ -1054,6 +1131,45 @@ void column_positions(const In* x, int64_t stride, int64_t rows, int64_t n, int6
   }
 }
 
+// max, min, argmax and argmin of bool columns: the first row holding the extremum (true for
+// max, false for min) is each column's answer, and no later row can change it. A block of up to
+// 256 columns walks down its rows marking the columns found, a byte each, in vector operations,
+// and stops once all are: random data ends after a few dozen rows. A column that never holds it
+// has !extremum at its first row. 2 threads, us, a row at a time through reduce_at -> this
+// (torch): max over dim 1 of (4096, 1025).permute(1, 0) 2300-2600 -> 126-140 (1640-1800); min
+// over dim 0 of (4096, 1025) all true (no early end) 1230 -> 190 (1500-1620); max over dim 1 of
+// (64, 1000, 4) 156 -> 10 (59-64), 0.2% true 107 -> 87-92 (60-65).
+template <class Op>
+void bool_column_positions(const bool* x, int64_t stride, int64_t rows, int64_t width, int64_t r0,
+                           typename Op::acc_t* acc) {
+  constexpr bool kMax = ExtremumOf<Op>::max;
+  constexpr int64_t kB = 256;
+  const uint8_t flip = kMax ? 0 : 1;  // (bool's bytes are 0 and 1)
+  for (int64_t j = 0; j < width; j += kB) {
+    const int64_t n = std::min(kB, width - j);
+    uint8_t found[kB] = {};
+    int64_t first[kB];
+    int64_t left = n;
+    for (int64_t k = 0; k < rows && left > 0; ++k) {
+      const uint8_t* row = reinterpret_cast<const uint8_t*>(x + k * stride + j);
+      uint8_t hit[kB], any = 0;
+      for (int64_t b = 0; b < n; ++b) {
+        hit[b] = (row[b] ^ flip) & ~found[b];
+        any |= hit[b];
+      }
+      if (!any) continue;
+      for (int64_t b = 0; b < n; ++b) {
+        if (!hit[b]) continue;
+        found[b] = 1;
+        first[b] = r0 + k;
+        --left;
+      }
+    }
+    for (int64_t b = 0; b < n; ++b)
+      acc[j + b] = Op::combine(acc[j + b], found[b] ? typename Op::acc_t{kMax, first[b]} : typename Op::acc_t{!kMax, r0});
+  }
+}
+
 template <class In, class Mid, class Op, int64_t kWidth>
 void generic_column_segment(const In* base, const Layout3& l, int64_t r_begin, int64_t end, int64_t width,
                             typename Op::acc_t* acc) {
@@ -1062,6 +1178,10 @@ void generic_column_segment(const In* base, const Layout3& l, int64_t r_begin, i
   constexpr int64_t kStep = 16;
   Acc low[kWidth];
   std::fill(acc, acc + width, Op::identity());
+  if constexpr (ExtremumOf<Op>::kind == Extremum::Position && std::is_same_v<In, bool>) {
+    if (l.in_inner == 1)
+      return bool_column_positions<Op>(base + r_begin * l.in_reduced, l.in_reduced, end - r_begin, width, r_begin, acc);
+  }
   for (int64_t r1 = r_begin; r1 < end; r1 += kStep) {
     // A group of up to 16 contiguous rows: a block of kB outputs (128 bytes of accumulators,
     // held in registers) takes the group's rows, then joins acc. The same operations in the
@@ -1095,8 +1215,7 @@ void generic_column_segment(const In* base, const Layout3& l, int64_t r_begin, i
     if constexpr (ExtremumOf<Op>::kind == Extremum::Position && std::is_floating_point_v<typename Op::value_t>) {
       // Float positions over columns the vector kernels do not take (float16's narrow ones; 2
       // threads, min over dim -2 of (512, 40, 3) float16 140-146 -> 108-114 us, torch 65-88).
-      // Not bool's: max over dim 1 of (64, 1000, 4) 192-200 -> 394-410 (torch 75-87), whose
-      // jumps were predicted (the first true ends every change).
+      // (bool's: bool_column_positions.)
       if (l.in_inner == 1) {
         const int64_t rows = std::min(kStep, end - r1);
         for (int64_t j = 0; j < width; j += 64)
