@@ -234,6 +234,18 @@ void check_plans() {
   expect(kernels(p) == "small_kernel", "plan: narrow columns of 2^17 results are one small pass: " + plan_json(p));
   p = plan_reduce(h100, lse, narrow);
   expect(kernels(p) == "columns_kernel", "plan: ... not for logsumexp's groups: " + plan_json(p));
+  // Columns of 96 to 128 results of 2-byte sums and norms leave the small kernel from 65 results
+  // (Tuning::small_columns_outputs_narrow); 4-byte ones and 2-byte positions keep it to 128.
+  OpTraits bf16_sum;
+  bf16_sum.in_bytes = 2, bf16_sum.acc_bytes = 4;
+  p = plan_reduce(h100, bf16_sum, plan_input({1024, 128}, {128, 1}, {0}));
+  expect(kernels(p) != "small_kernel", "plan: 128 columns of 1024 bfloat16 leave the small kernel: " + plan_json(p));
+  p = plan_reduce(h100, bf16_sum, plan_input({1024, 64}, {64, 1}, {0}));
+  expect(kernels(p) == "small_kernel", "plan: ... 64 keep it: " + plan_json(p));
+  p = plan_of({1024, 128}, {128, 1}, {0});
+  expect(kernels(p) == "small_kernel", "plan: ... and 128 of float32: " + plan_json(p));
+  p = plan_reduce(h100, bf16_max_at, plan_input({1024, 128}, {128, 1}, {0}));
+  expect(kernels(p) == "small_kernel", "plan: ... and positions over 128 of bfloat16: " + plan_json(p));
   // Rows of 4096 float32, 4096 of them: a block a row, two 16-byte vectors a thread.
   p = plan_of({4096, 4096}, {4096, 1}, {1});
   expect(kernels(p) == "two_vector_rows_kernel" && p.step[0].grid[0] == 4096 && p.step[0].block[0] == 512 &&

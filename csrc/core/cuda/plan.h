@@ -153,6 +153,12 @@ struct Tuning {
   // ... columns whose adjacent results are adjacent: up to 32 rows, or up to 128 results of one
   // round of loads a lane, 2^19 elements (bfloat16 (32, 5120) over dim 0 2.57 -> 1.63 us, H200).
   int64_t small_columns_rows = 32, small_columns_outputs = 128;
+  // ... 64 results for 2-byte inputs but Welford's, logsumexp's and positions: with 128, mean
+  // over dim 0 of (1024, 128) bfloat16 took 5.10 us, out of the small kernel 3.53 (torch.compile
+  // 2.98), vector_norm of (2048, 96) 5.03 -> 3.68, sum of (768, 128) 4.16 -> 3.43; 4-byte inputs
+  // and Welford's were 3-12% slower out of it (H200, a tuning trial over the committed seeds'
+  // losers, small_columns_outputs=64).
+  int64_t small_columns_outputs_narrow = 64;
   int64_t small_most = int64_t(1) << 19;
   // ... and from 2048 results of up to 16384 elements where its one pass beat two (several
   // reduced runs; narrow columns of up to 128 rows that are not dense slabs; H200, random shapes
@@ -335,6 +341,7 @@ inline constexpr TuningField kTuningFields[] = {
     {"small_rows_count", &Tuning::small_rows_count},
     {"small_columns_rows", &Tuning::small_columns_rows},
     {"small_columns_outputs", &Tuning::small_columns_outputs},
+    {"small_columns_outputs_narrow", &Tuning::small_columns_outputs_narrow},
     {"small_most", &Tuning::small_most},
     {"small_passes_outputs", &Tuning::small_passes_outputs},
     {"small_passes_count", &Tuning::small_passes_count},

@@ -84,9 +84,10 @@ class Planner {
       return x.outputs <= k_.small_rows_outputs && x.count <= k_.small_rows_count &&
              n <= (x.outputs <= 256 && t_.in_bytes <= 4 ? 2 * k_.small_most : k_.small_most);
     const bool adjacent = x.kept.innermost_contiguous();
+    const bool narrow = t_.in_bytes == 2 && !t_.group_rows && !t_.indexed;
+    const int64_t outputs = narrow ? k_.small_columns_outputs_narrow : k_.small_columns_outputs;
     return adjacent &&
-           (x.count <= k_.small_columns_rows ||
-            (x.outputs <= k_.small_columns_outputs && x.count <= int64_t(kSmallBlock) * kSmallLoads)) &&
+           (x.count <= k_.small_columns_rows || (x.outputs <= outputs && x.count <= int64_t(kSmallBlock) * kSmallLoads)) &&
            n <= k_.small_most;
   }
 
