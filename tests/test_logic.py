@@ -385,6 +385,7 @@ def test_positions_over_long_columns(device):
             x[:, 9] = -0.0
             x[600, 9] = 0.0
         _check_positions(x, 0, f"{dtype} seed {seed}")
+        _check_positions(x[:, ::2], 0, f"{dtype} [:, ::2] seed {seed}")  # strided columns
 
 
 @pytest.mark.parametrize("device", DEVICES)

@@ -386,6 +386,16 @@ inline A pick(A a, A v) {
   return ExtremumOp<A, kMax>::combine(a, v);
 }
 
+#if defined(__SSE2__)
+// pick in four float lanes: v where it beats e or is NaN, e where e is NaN.
+template <bool kMax>
+inline __m128 pick4(__m128 e, __m128 v) {
+  const __m128 m = kMax ? _mm_max_ps(e, v) : _mm_min_ps(e, v);  // v where either is NaN
+  const __m128 nan = _mm_cmpunord_ps(e, e);
+  return _mm_or_ps(_mm_and_ps(nan, e), _mm_andnot_ps(nan, m));
+}
+#endif
+
 // Value v at position i of the reduced dim into accumulator a (indexed operators keep i).
 template <class Op, class A, class V>
 A reduce_one(const A& a, V v, int64_t i) {
@@ -729,12 +739,7 @@ void side_positions(const In* p, int64_t step, int64_t n, int64_t along, typenam
                          short_load<In, Mid, V>(q[2 * step]), short_load<In, Mid, V>(q[3 * step]));
     };
     __m128 e = _mm_set1_ps(ExtremumOp<V, kMax>::identity());
-    for (int64_t r = 0; r < n; ++r) {
-      const __m128 v = load(r);
-      const __m128 m = kMax ? _mm_max_ps(e, v) : _mm_min_ps(e, v);  // v where either is NaN
-      const __m128 nan = _mm_cmpunord_ps(e, e);
-      e = _mm_or_ps(_mm_and_ps(nan, e), _mm_andnot_ps(nan, m));
-    }
+    for (int64_t r = 0; r < n; ++r) e = pick4<kMax>(e, load(r));
     __m128i at = _mm_setzero_si128();  // (int32 lanes: rows of at most 64 elements)
     for (int64_t r = n - 1; r >= 0; --r) {
       const __m128 v = load(r);
@@ -1120,23 +1125,24 @@ template <class In, class Mid, class Op>
 inline constexpr bool kNarrowGroupSums = std::is_integral_v<In> && sizeof(In) <= 2 && std::is_same_v<In, Mid> &&
                                          std::is_same_v<Op, SumOp<int64_t>>;
 
-// max, min, argmax and argmin of floats over a group of `rows` rows (row k at x + k * stride) of
-// n <= 64 adjacent columns, their results joined into acc[0, n): each column's extremum by
-// pick, then its first row (first_equal), from the cache; the same value and position as
-// reduce_at row by row, without its jumps.
+// max, min, argmax and argmin over a group of `rows` rows (row k at x + k * stride) of n <= 64
+// columns `step` apart, their results joined into acc[0, n): each column's extremum by pick,
+// then its first row (first_equal), from the cache; the same value and position as reduce_at
+// row by row, without its jumps.
 template <class In, class Mid, class Op>
-void column_positions(const In* x, int64_t stride, int64_t rows, int64_t n, int64_t r0, typename Op::acc_t* acc) {
+void column_positions(const In* x, int64_t stride, int64_t step, int64_t rows, int64_t n, int64_t r0,
+                      typename Op::acc_t* acc) {
   using V = typename Op::value_t;
   constexpr bool kMax = ExtremumOf<Op>::max;
   V m[64];
   for (int64_t b = 0; b < n; ++b) m[b] = ExtremumOp<V, kMax>::identity();
   for (int64_t k = 0; k < rows; ++k) {
     const In* row = x + k * stride;
-    for (int64_t b = 0; b < n; ++b) m[b] = pick<kMax>(m[b], short_load<In, Mid, V>(row[b]));
+    for (int64_t b = 0; b < n; ++b) m[b] = pick<kMax>(m[b], short_load<In, Mid, V>(row[b * step]));
   }
   for (int64_t b = 0; b < n; ++b) {
-    const int64_t k = first_equal<In, Mid>(x + b, rows, stride, m[b]);  // (rows > 0)
-    acc[b] = Op::combine(acc[b], {short_load<In, Mid, V>(x[k * stride + b]), r0 + k});
+    const int64_t k = first_equal<In, Mid>(x + b * step, rows, stride, m[b]);  // (rows > 0)
+    acc[b] = Op::combine(acc[b], {short_load<In, Mid, V>(x[k * stride + b * step]), r0 + k});
   }
 }
 
@@ -1190,6 +1196,21 @@ void generic_column_segment(const In* base, const Layout3& l, int64_t r_begin, i
   if constexpr (ExtremumOf<Op>::kind == Extremum::Position && std::is_same_v<In, bool>) {
     if (l.in_inner == 1)
       return bool_column_positions<Op>(base + r_begin * l.in_reduced, l.in_reduced, end - r_begin, width, r_begin, acc);
+  } else if constexpr (ExtremumOf<Op>::kind == Extremum::Position) {
+    // Float positions over columns the vector kernels do not take (float16's narrow ones), and
+    // any type's over strided columns: the segment's rows at once, 64 columns at a time, a
+    // column's first_equal ending once a segment, not once every 16 rows. 2 threads, us (torch):
+    // min over dim -2 of (512, 40, 3) float16, by 16 rows 90-102 -> 67-77 (58-67); min over dim
+    // 0 of (256, 3, 1023)[:, :, ::2] float32, reduce_at a row at a time 505-591 -> by 16 rows 381
+    // -> 274-283 (154-190; the rest, three tasks on two threads, reduce_columns' strips); argmax
+    // over it as int32 488 -> 150 (480-530). (A pick of four columns in SSE lanes: 283 -> 274,
+    // noise: not kept.)
+    if (std::is_floating_point_v<typename Op::value_t> || l.in_inner != 1) {
+      for (int64_t j = 0; j < width; j += 64)
+        column_positions<In, Mid, Op>(base + r_begin * l.in_reduced + j * l.in_inner, l.in_reduced, l.in_inner,
+                                      end - r_begin, std::min<int64_t>(64, width - j), r_begin, acc + j);
+      return;
+    }
   }
   for (int64_t r1 = r_begin; r1 < end; r1 += kStep) {
     // A group of up to 16 contiguous rows: a block of kB outputs (128 bytes of accumulators,
@@ -1218,17 +1239,6 @@ void generic_column_segment(const In* base, const Layout3& l, int64_t r_begin, i
           }
           for (int64_t b = 0; b < n; ++b) acc[j + b] += Acc(counts[b]);
         }
-        continue;
-      }
-    }
-    if constexpr (ExtremumOf<Op>::kind == Extremum::Position && std::is_floating_point_v<typename Op::value_t>) {
-      // Float positions over columns the vector kernels do not take (float16's narrow ones; 2
-      // threads, min over dim -2 of (512, 40, 3) float16 140-146 -> 108-114 us, torch 65-88).
-      // (bool's: bool_column_positions.)
-      if (l.in_inner == 1) {
-        const int64_t rows = std::min(kStep, end - r1);
-        for (int64_t j = 0; j < width; j += 64)
-          column_positions<In, Mid, Op>(base + r1 * l.in_reduced + j, l.in_reduced, rows, std::min<int64_t>(64, width - j), r1, acc + j);
         continue;
       }
     }
@@ -1324,7 +1334,16 @@ void reduce_columns(const In* x, const Layout3& l, const Sink& out) {
   // as each task keeps ~32K elements: (32, 4096) float32 over dim 0 was one strip, on one of two
   // threads. An output is reduced the same way whatever its strip's width: the same bits.
   int64_t strip = kWidth;
-  const int64_t wanted = std::min<int64_t>(at::get_num_threads(), l.outer * l.inner * l.reduced >> 15);
+  int64_t wanted = std::min<int64_t>(at::get_num_threads(), l.outer * l.inner * l.reduced >> 15);
+  if constexpr (ExtremumOf<Op>::kind == Extremum::Position) {
+    // Positions take more time an element than a read: where the tasks do not share evenly
+    // among the threads, four a thread (min over dim 0 of (256, 3, 1023)[:, :, ::2] float32,
+    // three strips on 2 threads: 273 us, torch 186; one thread 425, torch 403). Not where they
+    // do: max over dim 0 of (1000, 300, 3)[..., 0] float16, four segments, 218 -> 287-318 (171-240).
+    // (The float32 case above: 274-283 -> 220-236.)
+    const int64_t tasks = l.outer * ((l.inner + strip - 1) / strip) * segments;
+    if (wanted > 1 && tasks < 4 * wanted && tasks % wanted != 0) wanted *= 4;
+  }
   if (l.outer * ((l.inner + strip - 1) / strip) * segments < wanted) {
     const int64_t strips_wanted = (wanted + l.outer * segments - 1) / (l.outer * segments);
     strip = std::clamp<int64_t>(((l.inner + strips_wanted - 1) / strips_wanted + 63) / 64 * 64, 64, kWidth);
