@@ -445,6 +445,41 @@ def test_extrema_over_short_rows_of_whole_vectors(device):
 
 
 @pytest.mark.parametrize("device", DEVICES)
+def test_extrema_and_logsumexp_over_long_strided_rows(device):
+    # Rows of 2500 read every second and third element: on the CPU gathered 1024 at a time into
+    # a buffer for the vector kernels (reduce_cpu.cpp's chunk_reduce), the pieces combined in
+    # order. Ties among small integers across the pieces (the first position), NaN in some rows
+    # (in the second or third piece only in some); amax, amin, aminmax, max, min, argmax and
+    # argmin against torch exactly, logsumexp against float64 within 4 units of the dtype.
+    gen, seed = fresh_generator(device)
+    n = 2500
+    for step in (2, 3):
+        base = torch.randint(-3, 4, (9, step * n), generator=gen, device=device).double()
+        base[1, step * 1500] = float("nan")  # the second piece only
+        base[2, step * 2400] = float("nan")  # the third
+        base[3, ::7] = float("nan")
+        base[4, step * 2100] = 5.0  # the maximum in the third piece alone
+        for dtype in (torch.float32, torch.bfloat16, torch.float16, torch.int16):
+            x = (base if dtype.is_floating_point else base.nan_to_num(0, 3, -3)).to(dtype)[:, ::step]
+            where = (step, dtype, seed)
+            for ours, ref in ((torch_reduce.amax, torch.amax), (torch_reduce.amin, torch.amin)):
+                got, want = ours(x, 1), ref(x, 1)
+                assert torch.equal(got.isnan(), want.isnan()) and torch.equal(got.nan_to_num(), want.nan_to_num()), where
+            for g, w in zip(torch_reduce.aminmax(x, dim=1), torch.aminmax(x, dim=1)):
+                assert torch.equal(g.isnan(), w.isnan()) and torch.equal(g.nan_to_num(), w.nan_to_num()), where
+            for ours, ref in ((torch_reduce.max, torch.max), (torch_reduce.min, torch.min)):
+                assert torch.equal(ours(x, 1).indices, ref(x, 1).indices), where
+            assert torch.equal(torch_reduce.argmax(x, 1), torch.argmax(x, 1)), where
+            assert torch.equal(torch_reduce.argmin(x, 1), torch.argmin(x, 1)), where
+            if dtype.is_floating_point:
+                got, want = torch_reduce.logsumexp(x, 1), torch.logsumexp(x.double(), 1)
+                unit = {torch.float32: 2.0**-24, torch.bfloat16: 2.0**-8, torch.float16: 2.0**-11}[dtype]
+                assert torch.equal(got.isnan(), want.isnan()), where
+                err = (got.double() - want).nan_to_num().abs().max().item()
+                assert err <= 4 * unit * want.nan_to_num().abs().max().item(), (where, err)
+
+
+@pytest.mark.parametrize("device", DEVICES)
 def test_positions_over_strided_rows(device):
     # max, min, argmax and argmin over rows read with a stride (every third element; on the CPU
     # the extremum by picks, then its first position: reduce_cpu.cpp's position_run) and over
