@@ -450,7 +450,8 @@ def test_extrema_and_logsumexp_over_long_strided_rows(device):
     # a buffer for the vector kernels (reduce_cpu.cpp's chunk_reduce), the pieces combined in
     # order. Ties among small integers across the pieces (the first position), NaN in some rows
     # (in the second or third piece only in some); amax, amin, aminmax, max, min, argmax and
-    # argmin against torch exactly, logsumexp against float64 within 4 units of the dtype.
+    # argmin against torch exactly, logsumexp against float64 within 4 units of the dtype; the
+    # positions also over columns of 3 results an outer index.
     gen, seed = fresh_generator(device)
     n = 2500
     for step in (2, 3):
@@ -471,6 +472,11 @@ def test_extrema_and_logsumexp_over_long_strided_rows(device):
                 assert torch.equal(ours(x, 1).indices, ref(x, 1).indices), where
             assert torch.equal(torch_reduce.argmax(x, 1), torch.argmax(x, 1)), where
             assert torch.equal(torch_reduce.argmin(x, 1), torch.argmin(x, 1)), where
+            # Columns of 3 results an outer index (the CPU reads each as a strided row).
+            cols = x.reshape(3, 3, n).transpose(1, 2).contiguous()
+            for ours, ref in ((torch_reduce.max, torch.max), (torch_reduce.min, torch.min)):
+                assert torch.equal(ours(cols, 1).indices, ref(cols, 1).indices), where
+            assert torch.equal(torch_reduce.argmax(cols, 1), torch.argmax(cols, 1)), where
             if dtype.is_floating_point:
                 got, want = torch_reduce.logsumexp(x, 1), torch.logsumexp(x.double(), 1)
                 unit = {torch.float32: 2.0**-24, torch.bfloat16: 2.0**-8, torch.float16: 2.0**-11}[dtype]
