@@ -445,13 +445,13 @@ def test_extrema_over_short_rows_of_whole_vectors(device):
 
 
 @pytest.mark.parametrize("device", DEVICES)
-def test_extrema_and_logsumexp_over_long_strided_rows(device):
+def test_reductions_over_long_strided_rows(device):
     # Rows of 2500 read every second and third element: on the CPU gathered 1024 at a time into
     # a buffer for the vector kernels (reduce_cpu.cpp's chunk_reduce), the pieces combined in
     # order. Ties among small integers across the pieces (the first position), NaN in some rows
     # (in the second or third piece only in some); amax, amin, aminmax, max, min, argmax and
-    # argmin against torch exactly, logsumexp against float64 within 4 units of the dtype; the
-    # positions also over columns of 3 results an outer index.
+    # argmin and sum against torch exactly, logsumexp against float64 within 4 units of the
+    # dtype; the positions also over columns of 3 results an outer index.
     gen, seed = fresh_generator(device)
     n = 2500
     for step in (2, 3):
@@ -472,6 +472,15 @@ def test_extrema_and_logsumexp_over_long_strided_rows(device):
                 assert torch.equal(ours(x, 1).indices, ref(x, 1).indices), where
             assert torch.equal(torch_reduce.argmax(x, 1), torch.argmax(x, 1)), where
             assert torch.equal(torch_reduce.argmin(x, 1), torch.argmin(x, 1)), where
+            # Sums (every second element gathered as the low halves of words on the CPU): small
+            # integers, so exact in the accumulator and rounded once, as the float64 sum rounded.
+            got, want = torch_reduce.sum(x, 1), torch.sum(x.double(), 1).to(torch.sum(x[:1], 1).dtype)
+            assert torch.equal(got.isnan(), want.isnan()) and torch.equal(got.nan_to_num(), want.nan_to_num()), where
+            # Every second element of a tensor whose storage ends at the last one.
+            tail = torch.randint(-3, 4, (2 * n - 1,), generator=gen, device=device).to(dtype)[::2]
+            got = torch_reduce.sum(tail)
+            assert got.item() == tail.double().sum().to(got.dtype).item(), where
+            assert torch_reduce.amax(tail).item() == tail.amax().item(), where
             # Columns of 3 results an outer index (the CPU reads each as a strided row).
             cols = x.reshape(3, 3, n).transpose(1, 2).contiguous()
             for ours, ref in ((torch_reduce.max, torch.max), (torch_reduce.min, torch.min)):

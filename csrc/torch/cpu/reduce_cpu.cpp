@@ -490,23 +490,49 @@ inline constexpr bool kVectorChunk =
 // third, so a lane's rounding error grows with about 48 additions, not with the 4096 of a 64K
 // chunk (float32 2^24: relative error 4.7e-6 -> torch's 7e-7). `stride` is 1 for contiguous
 // runs (the case that vectorises); sums sum_simd.h has a kernel for go there.
+// x[0], x[stride], ..., x[(m - 1) * stride] into out. Every second element of 1- to 4-byte
+// types as the low halves of words twice as wide (x86 is little-endian), which GCC vectorises,
+// where it does not the strided loads (a standalone test, bfloat16: 0.09 ns an element against
+// 0.28); the last element alone, its word's upper half possibly past the tensor.
+template <class In>
+void gather_run(const In* x, int64_t m, int64_t stride, In* out) {
+  if constexpr (sizeof(In) <= 4) {
+    if (stride == 2) {
+      using W = std::conditional_t<sizeof(In) == 1, uint16_t, std::conditional_t<sizeof(In) == 2, uint32_t, uint64_t>>;
+      using H = std::conditional_t<sizeof(In) == 1, uint8_t, std::conditional_t<sizeof(In) == 2, uint16_t, uint32_t>>;
+      for (int64_t j = 0; j + 1 < m; ++j) {
+        W w;
+        std::memcpy(&w, x + 2 * j, sizeof(W));
+        const H low = H(w);
+        std::memcpy(out + j, &low, sizeof(In));
+      }
+      out[m - 1] = x[2 * (m - 1)];
+      return;
+    }
+  }
+  for (int64_t j = 0; j < m; ++j) out[j] = x[j * stride];
+}
+
 template <class In, class Mid, class Op>
 typename Op::acc_t chunk_reduce(const In* x, int64_t n, int64_t stride, int64_t first = 0) {
-  // A strided run of extrema or logsumexp: gathered a piece at a time into a buffer, each piece
-  // through the vector kernel, the pieces combined in order. Element by element (the cascade
-  // below), NaN-aware extrema cost a compare and a select an element: 2 threads, aminmax over
-  // rows of 112 of (32000, 224)[:, ::2] bfloat16 took 3630 us, gathered 996, the same rows
-  // contiguous 231 (torch 3205). Not sums: the gather cost more than the cascade saved (sum of
-  // the same 690 -> 904 us, torch 612).
-  if constexpr (kSimdExpSum<In, Mid, Op> ||
-                (kSimdExtremum<In> && std::is_same_v<In, Mid> && ExtremumOf<Op>::kind != Extremum::None)) {
+  // A strided run of an operator with a vector kernel: gathered a piece at a time into a buffer
+  // (gather_run), each piece through that kernel, the pieces combined in order. Element by
+  // element (the cascade below), NaN-aware extrema cost a compare and a select an element: 2
+  // threads, aminmax over rows of 112 of (32000, 224)[:, ::2] bfloat16 took 3630 us, gathered
+  // element by element 996, the same rows contiguous 231 (torch 3205). Sums only every second
+  // element (words) but float16's, whose conversions cost the cascade most: gathered element by
+  // element, the gather cost more than the cascade saved (bfloat16 sum of the same 690 -> 904
+  // us, torch 612; as words 488).
+  if constexpr (kVectorChunk<In, Mid, Op>) {
+    constexpr bool kDear = kSimdExpSum<In, Mid, Op> || std::is_same_v<In, c10::Half> ||
+                           (kSimdExtremum<In> && std::is_same_v<In, Mid> && ExtremumOf<Op>::kind != Extremum::None);
     constexpr int64_t kPiece = 1024;
-    if (stride != 1 && n >= 16) {
+    if (stride != 1 && n >= 16 && (kDear || (stride == 2 && sizeof(In) <= 4))) {
       In piece[kPiece];
       auto acc = Op::identity();
       for (int64_t i = 0; i < n; i += kPiece) {
         const int64_t m = std::min(kPiece, n - i);
-        for (int64_t j = 0; j < m; ++j) piece[j] = x[(i + j) * stride];
+        gather_run(x + i * stride, m, stride, piece);
         acc = Op::combine(acc, chunk_reduce<In, Mid, Op>(piece, m, 1, first + i));
       }
       return acc;
