@@ -330,6 +330,10 @@ int64_t simd_find(const In* x, int64_t n, T v) {
   return kernels_of<In>().find(simd_run(x), n, v);
 }
 
+// Any extremum operator (values, positions or both) of a type sum_simd's extrema take.
+template <class In, class Mid, class Op>
+inline constexpr bool kSimdExtremumOp = kSimdExtremum<In> && std::is_same_v<In, Mid> && ExtremumOf<Op>::kind != Extremum::None;
+
 // Short rows of amax, amin and aminmax take sum_simd's extrema a block of rows a call (reduce_rows).
 template <class In, class Mid, class Op>
 inline constexpr bool kSimdExtremaRows = kSimdExtremum<In> && std::is_same_v<In, Mid> &&
@@ -481,15 +485,8 @@ typename Op::acc_t position_run(const In* x, int64_t n, int64_t stride, int64_t 
 template <class In, class Mid, class Op>
 inline constexpr bool kVectorChunk =
     kSimdSum<In, Mid, Op> || kSimdSumOf<In, Mid, Op> || kSimdProd<In, Mid, Op> || kSimdNonzero<In, Mid, Op> ||
-    kSimdVar<In, Mid, Op> || kSimdExpSum<In, Mid, Op> ||
-    (kSimdExtremum<In> && std::is_same_v<In, Mid> && ExtremumOf<Op>::kind != Extremum::None);
+    kSimdVar<In, Mid, Op> || kSimdExpSum<In, Mid, Op> || kSimdExtremumOp<In, Mid, Op>;
 
-// Sixteen independent accumulators: no loop-carried dependence between lanes, so the compiler
-// vectorises the loop without reassociating. Each lane adds in a cascade, as torch's
-// cascade_sum: 16 elements into a first level, 16 of those into a second, the rest into a
-// third, so a lane's rounding error grows with about 48 additions, not with the 4096 of a 64K
-// chunk (float32 2^24: relative error 4.7e-6 -> torch's 7e-7). `stride` is 1 for contiguous
-// runs (the case that vectorises); sums sum_simd.h has a kernel for go there.
 // x[0], x[stride], ..., x[(m - 1) * stride] into out. Every second element of 1- to 4-byte
 // types as the low halves of words twice as wide (x86 is little-endian), which GCC vectorises,
 // where it does not the strided loads (a standalone test, bfloat16: 0.09 ns an element against
@@ -513,6 +510,12 @@ void gather_run(const In* x, int64_t m, int64_t stride, In* out) {
   for (int64_t j = 0; j < m; ++j) out[j] = x[j * stride];
 }
 
+// Sixteen independent accumulators: no loop-carried dependence between lanes, so the compiler
+// vectorises the loop without reassociating. Each lane adds in a cascade, as torch's
+// cascade_sum: 16 elements into a first level, 16 of those into a second, the rest into a
+// third, so a lane's rounding error grows with about 48 additions, not with the 4096 of a 64K
+// chunk (float32 2^24: relative error 4.7e-6 -> torch's 7e-7). `stride` is 1 for contiguous
+// runs (the case that vectorises); sums sum_simd.h has a kernel for go there.
 template <class In, class Mid, class Op>
 typename Op::acc_t chunk_reduce(const In* x, int64_t n, int64_t stride, int64_t first = 0) {
   // A strided run of an operator with a vector kernel: gathered a piece at a time into a buffer
@@ -524,8 +527,7 @@ typename Op::acc_t chunk_reduce(const In* x, int64_t n, int64_t stride, int64_t 
   // element, the gather cost more than the cascade saved (bfloat16 sum of the same 690 -> 904
   // us, torch 612; as words 488).
   if constexpr (kVectorChunk<In, Mid, Op>) {
-    constexpr bool kDear = kSimdExpSum<In, Mid, Op> || std::is_same_v<In, c10::Half> ||
-                           (kSimdExtremum<In> && std::is_same_v<In, Mid> && ExtremumOf<Op>::kind != Extremum::None);
+    constexpr bool kDear = kSimdExpSum<In, Mid, Op> || std::is_same_v<In, c10::Half> || kSimdExtremumOp<In, Mid, Op>;
     constexpr int64_t kPiece = 1024;
     if (stride != 1 && n >= 16 && (kDear || (stride == 2 && sizeof(In) <= 4))) {
       In piece[kPiece];
@@ -559,7 +561,7 @@ typename Op::acc_t chunk_reduce(const In* x, int64_t n, int64_t stride, int64_t 
       return {r.max, r.sum};
     }
   }
-  if constexpr (kSimdExtremum<In> && std::is_same_v<In, Mid> && ExtremumOf<Op>::kind != Extremum::None) {
+  if constexpr (kSimdExtremumOp<In, Mid, Op>) {
     if (stride == 1 && n > 0) return extremum_chunk<In, Op>(x, n, first);
   }
   if constexpr (ExtremumOf<Op>::kind == Extremum::Position) {
@@ -1381,16 +1383,16 @@ void reduce_columns(const In* x, const Layout3& l, const Sink& out) {
   // threads. An output is reduced the same way whatever its strip's width: the same bits.
   int64_t strip = kWidth;
   int64_t wanted = std::min<int64_t>(at::get_num_threads(), l.outer * l.inner * l.reduced >> 15);
+  const int64_t wide_tasks = l.outer * ((l.inner + kWidth - 1) / kWidth) * segments;  // in strips of kWidth
   if constexpr (ExtremumOf<Op>::kind == Extremum::Position) {
     // Positions take more time an element than a read: where the tasks do not share evenly
     // among the threads, four a thread (min over dim 0 of (256, 3, 1023)[:, :, ::2] float32,
     // three strips on 2 threads: 273 us, torch 186; one thread 425, torch 403). Not where they
     // do: max over dim 0 of (1000, 300, 3)[..., 0] float16, four segments, 218 -> 287-318 (171-240).
     // (The float32 case above: 274-283 -> 220-236.)
-    const int64_t tasks = l.outer * ((l.inner + strip - 1) / strip) * segments;
-    if (wanted > 1 && tasks < 4 * wanted && tasks % wanted != 0) wanted *= 4;
+    if (wanted > 1 && wide_tasks < 4 * wanted && wide_tasks % wanted != 0) wanted *= 4;
   }
-  if (l.outer * ((l.inner + strip - 1) / strip) * segments < wanted) {
+  if (wide_tasks < wanted) {
     const int64_t strips_wanted = (wanted + l.outer * segments - 1) / (l.outer * segments);
     strip = std::clamp<int64_t>(((l.inner + strips_wanted - 1) / strips_wanted + 63) / 64 * 64, 64, kWidth);
   }
@@ -1568,7 +1570,7 @@ void reduce_auto(const In* x, const Layout3& l, const Sink& out) {
   // columns -> rows (torch), argmax over dim 1 of (n, 77, inner): inner 2 float32 3530 -> 1980
   // (8820), bfloat16 4120 -> 1920; inner 5 1920 -> 2010; inner 8 1005 -> 2030 (the columns'
   // lanes pay from there); min over dim 1 of (2048, 77, 3) float16 486 -> 285 (404).
-  if constexpr (kSimdExtremum<In> && std::is_same_v<In, Mid> && ExtremumOf<Op>::kind == Extremum::Position) {
+  if constexpr (kSimdExtremaPositions<In, Mid, Op>) {
     Layout3 rows;
     if (l.inner > 1 && l.inner <= 4 && l.reduced >= 16 && inner_as_rows(l, &rows)) {
       reduce_rows<In, Mid, Op>(x, rows, out);
