@@ -60,6 +60,8 @@ struct TypeKernels {
   // dim 0 of (12, 272000) float16 at a quarter of torch's speed on 2 threads).
   void (*sum_columns)(const In*, int64_t ld, int64_t rows, int64_t width, S* out);
   void (*nansum_columns)(const In*, int64_t ld, int64_t rows, int64_t width, S* out);
+  // The products of such columns (floating types): groups of 16 rows, then into out.
+  void (*prod_columns)(const In*, int64_t ld, int64_t rows, int64_t width, S* out);
   // variant="exact": the run's elements added into *acc, exactly (exact.h), the same words on
   // every instruction set.
   void (*exact)(const In*, int64_t, ExactAcc*);

@@ -1217,14 +1217,20 @@ void nonzero_rows(const In* x, int64_t n, int64_t rows, int64_t ld, int64_t* out
   }
 }
 
-// TypeKernels::sum_columns, nansum_columns (L: NanAsZero).
-template <class L, class S = std::remove_reference_t<decltype(typename L::V{}[0])>>
+// TypeKernels::sum_columns, nansum_columns (L: NanAsZero); with kProduct, prod_columns (each
+// group of 16 rows' product into out: the same lanes in the same order on both ISA builds).
+template <class L, class S = std::remove_reference_t<decltype(typename L::V{}[0])>, bool kProduct = false>
 void sum_columns(const typename L::In* x, int64_t ld, int64_t rows, int64_t width, S* out) {
   using V = typename L::V;
   using In = typename L::In;
   constexpr int kW = int(sizeof(V) / sizeof(S)), kVecs = 128 / kBytes;  // 128 bytes of sums a block
   constexpr int64_t kStep = 16;
-  std::fill(out, out + width, S(0));
+  constexpr S kIdentity = kProduct ? S(1) : S(0);
+  const auto combine = [](V& a, const V& b) {
+    if constexpr (kProduct) a *= b;
+    else a += b;
+  };
+  std::fill(out, out + width, kIdentity);
   const int64_t whole = width / kW * kW;
   // Rows [0, direct) can be read a whole vector past `whole`: row r + j (j = ceil(over / ld)
   // rows on) ends `over` elements or more past that vector's last lane.
@@ -1236,12 +1242,12 @@ void sum_columns(const typename L::In* x, int64_t ld, int64_t rows, int64_t widt
     const auto block = [&](int64_t j, auto vecs) {
       constexpr int kN = decltype(vecs)::value;
       V lo[kN];
-      for (V& v : lo) v = V{};
+      for (V& v : lo) v = V{} + kIdentity;
       for (int64_t r = 0; r < m; ++r)
-        for (int k = 0; k < kN; ++k) lo[k] += L::load(g + r * ld + j + k * kW);
+        for (int k = 0; k < kN; ++k) combine(lo[k], L::load(g + r * ld + j + k * kW));
       for (int k = 0; k < kN; ++k) {
         V acc = load_as<V>(out + j + k * kW);
-        acc += lo[k];
+        combine(acc, lo[k]);
         std::memcpy(out + j + k * kW, &acc, sizeof acc);
       }
     };
@@ -1255,14 +1261,14 @@ void sum_columns(const typename L::In* x, int64_t ld, int64_t rows, int64_t widt
       // than 32 outputs in reduce_cpu.cpp's generic loop (sum over dim 1 of (196, 80, 7) float32
       // there: 0.67-0.80x torch's speed on 2 threads; this way 1.6-2.2x).
       int64_t r = 0;
-      V lo{};
-      for (; r < std::min(m, direct - r1); ++r) lo += L::load(g + r * ld + whole);
+      V lo = V{} + kIdentity;
+      for (; r < std::min(m, direct - r1); ++r) combine(lo, L::load(g + r * ld + whole));
       for (; r < m; ++r) {
         In pad[kW] = {};
         std::memcpy(pad, g + r * ld + whole, (width - whole) * sizeof(In));
-        lo += L::load(pad);
+        combine(lo, L::load(pad));
       }
-      for (int64_t c = 0; c < width - whole; ++c) out[whole + c] += lo[c];
+      for (int64_t c = 0; c < width - whole; ++c) out[whole + c] = kProduct ? out[whole + c] * lo[c] : out[whole + c] + lo[c];
     }
   }
 }
@@ -1317,6 +1323,7 @@ constexpr auto type_kernels(void (*exact)(const typename LE::In*, int64_t, Exact
     t.prod = &Product<L>::template rows<S>;
     t.sum_columns = &sum_columns<L, S>;
     t.nansum_columns = &sum_columns<NanAsZero<L>, S>;
+    t.prod_columns = &sum_columns<L, S, true>;
   }
   t.exact = exact;
   t.extremum[0] = &extremum_rows<LE, 0>;

@@ -1164,6 +1164,12 @@ bool simd_column_segment(const In* first, int64_t stride, int64_t rows, int64_t 
     columns(simd_run(first), stride, rows, width, acc);
     return true;
   }
+  // prod: the same kernel multiplying. The generic loop's float16 columns ran at 0.3x torch's
+  // speed (prod over dim 0 of (512, 256) float16, 2 threads: 46 us, torch 14.4; bfloat16 13.4).
+  if constexpr (kSimdProd<In, Mid, Op>) {
+    kernels_of<In>().prod_columns(simd_run(first), stride, rows, width, acc);
+    return true;
+  }
   (void)first, (void)stride, (void)rows, (void)width, (void)r0, (void)acc;
   return false;
 }
