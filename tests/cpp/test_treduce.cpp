@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -673,6 +674,27 @@ void check_plans() {
   // The same layout planned twice: the same plan (no timing, no state).
   const Plan once = plan_of({4096, 4096}, {4096, 1}, {0}), again = plan_of({4096, 4096}, {4096, 1}, {0});
   expect(plan_json(again) == plan_json(once), "plan: the same layout gets the same plan");
+  // Many outer indexes, few outputs a row, prod over dim -2 of (5120, 64, 32) float32: 8 threads
+  // across its 8 vectors, and 8 down (8 rows each, Tuning::columns_least_rows), a block of 64;
+  // without the bound 32 down, 2 rows each. Positions likewise.
+  OpTraits f32_prod;
+  const PlanInput few_rows = plan_input({5120, 64, 32}, {2048, 32, 1}, {1});
+  p = plan_reduce(h100, f32_prod, few_rows);
+  expect(kernels(p) == "columns_kernel" && p.step[0].block[0] == 8 && p.step[0].block[1] == 8,
+         "plan: columns of 64 rows under many outer indexes, 8 rows a thread: " + plan_json(p));
+  Tuning any_rows;
+  any_rows.columns_least_rows = 1;
+  p = plan_reduce(h100, f32_prod, few_rows, any_rows);
+  expect(kernels(p) == "columns_kernel" && p.step[0].block[0] == 8 && p.step[0].block[1] == 32,
+         "plan: ... 32 down without the bound: " + plan_json(p));
+  p = plan_reduce(h100, f32_argmax, plan_input({4096, 64, 32}, {2048, 32, 1}, {1}));
+  expect(kernels(p) == "columns_kernel" && p.step[0].block[1] == 8, "plan: ... positions too: " + plan_json(p));
+  // A reduced dim of size 1 past Tuning::small_single_most results: the map kernel, amax over
+  // dim 1 of (8192, 1, 64) float32 (2^19 results); (128256, 1) stays the small kernel's.
+  p = plan_reduce(h100, f32_prod, plan_input({8192, 1, 64}, {64, 64, 1}, {1}));
+  expect(kernels(p) == "map_kernel", "plan: 2^19 results of one element each, the map: " + plan_json(p));
+  p = plan_reduce(h100, f32_prod, plan_input({128256, 1}, {1, 1}, {1}));
+  expect(kernels(p) == "small_kernel", "plan: ... 128256 of them, the small kernel: " + plan_json(p));
 }
 
 // Repeated results (plan_repeat): the words' offsets in the distinct results against the
@@ -721,11 +743,73 @@ void check_repeat_plans() {
   RepeatPlan p;
   expect(!plan_repeat(size.data(), stride.data(), 5, 4, 0, 0, &p), "repeat plan: five runs are not folded");
 }
+// Every plan's blocks within its kernel's launch bound, over random layouts: ranks 1-4, sizes
+// from model-like pools, a random permutation of the memory order, sometimes a slice, every
+// subset of dims reduced, 1- to 8-byte inputs, plain, positions and Welford's groups.
+void check_launch_bounds() {
+  using namespace treduce::cuda;
+  const Device h100{132, 9};
+  const auto bound = [](Kernel k) {
+    switch (k) {
+      case Kernel::Columns: return kColumnsBlock;
+      case Kernel::Small: return kSmallBlock;
+      case Kernel::Map: return kMapBlock;
+      case Kernel::Rows: case Kernel::WholeRows: case Kernel::RowPartials: return kRowsBlock;
+      case Kernel::Tiles: case Kernel::TransposeTiles: return kTileBlock;
+      case Kernel::Slabs: return kSlabBlock;
+      case Kernel::ShortRows: return kShortRowsBlock;
+      case Kernel::ShortColumns: return kShortColumnsBlock;
+      default: return 1024;
+    }
+  };
+  std::mt19937_64 gen(20261205);
+  const int64_t pool[] = {1, 2, 3, 5, 7, 8, 12, 16, 28, 32, 49, 64, 77, 96, 128, 197, 256, 512, 1000, 1024, 4096, 5120, 32000};
+  OpTraits traits[5];
+  traits[0].in_bytes = 1, traits[0].acc_bytes = 8;               // integer sums
+  traits[1].in_bytes = 2, traits[1].acc_bytes = 4;               // bfloat16 sums
+  traits[2].in_bytes = 4, traits[2].acc_bytes = 16, traits[2].indexed = true;  // positions
+  traits[3].in_bytes = 2, traits[3].acc_bytes = 12, traits[3].group_rows = true;  // Welford's
+  traits[4].in_bytes = 8, traits[4].acc_bytes = 8;
+  int checked = 0, bad = 0;
+  std::string first;
+  for (int c = 0; c < 16000; ++c) {
+    const int rank = 1 + int(gen() % 4);
+    std::vector<int64_t> sizes(rank);
+    int64_t n = 1;
+    for (auto& s : sizes) s = pool[gen() % (sizeof(pool) / sizeof(pool[0]))], n *= s;
+    if (n > (int64_t(1) << 31)) continue;
+    std::vector<int> order(rank);  // memory order, outermost first
+    for (int i = 0; i < rank; ++i) order[i] = i;
+    std::shuffle(order.begin(), order.end(), gen);
+    std::vector<int64_t> strides(rank);
+    int64_t s = 1 + int64_t(gen() % 4 == 0);  // every second element at times
+    for (int i = rank - 1; i >= 0; --i) strides[order[i]] = s, s *= sizes[order[i]];
+    const int mask = 1 + int(gen() % ((1 << rank) - 1));
+    std::vector<int> reduced;
+    for (int d = 0; d < rank; ++d)
+      if (mask >> d & 1) reduced.push_back(d);
+    const OpTraits& t = traits[gen() % 5];
+    const Plan p = plan_reduce(h100, t, plan_input(sizes, strides, reduced));
+    if (p.invalid) continue;
+    for (int k = 0; k < p.steps; ++k) {
+      const Step& st = p.step[k];
+      const int64_t threads = int64_t(st.block[0]) * st.block[1];
+      const bool ok = threads >= 1 && threads <= bound(st.kernel) && st.grid[1] <= 65535 &&
+                      (st.kernel != Kernel::Columns || (threads >= 32 && threads % 32 == 0));
+      ++checked;
+      if (!ok && bad++ == 0) first = plan_json(p);
+    }
+  }
+  expect(bad == 0 && checked > 15000,
+         "plan: every step's block within its kernel's launch bound (" + std::to_string(checked) + " steps, " +
+             std::to_string(bad) + " outside; first " + first + ")");
+}
 }  // namespace
 
 int main() {
   check_segments_per_row();
   check_plans();
+  check_launch_bounds();
   check_repeat_plans();
   at::manual_seed(0x5eed);
   check_device(at::Device(at::kCPU));

@@ -321,6 +321,19 @@ struct Tuning {
   // tile_kernel's blocks shrink from 256 threads down to this many while its grid has fewer
   // blocks than multiprocessors (an output a thread first); 256: never.
   int64_t tile_least_threads = 64;
+  // Columns whose outputs alone give the blocks wanted (many outer indexes) and whose threads
+  // went down only because too few outputs a row filled the threads across: no fewer than this
+  // many rows a thread down; the block shrinks instead (X across kept, Y halved, 32 threads at
+  // least). prod over dim -2 of (5120, 64, 32) float32 had 8 x 32 threads, 2 rows each, so the
+  // combine down Y was most of the work: 8 x 8, 8 rows each, 21.57 -> 9.83 us in CUDA graphs
+  // (torch 10.23, torch.compile 17.17); max with positions over dim -2 of (4096, 64, 32) 24.96
+  // -> 13.90 (torch 18.62; H200, random shapes seed 57203). 1: no bound.
+  int64_t columns_least_rows = 8;
+  // A reduced dim of size 1 (a copy, converted) past this many results takes the map kernel, not
+  // the small kernel's teams: amax over the size-1 dim of (8192, 1, 64) float32, 2^19 results,
+  // 3.20 -> 2.14 us (torch.compile 1.58); (128256, 1) was slower in the map, 1.39 -> 1.56, so
+  // the bound lies between (H200, CUDA graphs, seed 57203).
+  int64_t small_single_most = int64_t(1) << 18;
 };
 
 // Measured on the H100 and H200 (sm_90); other architectures take the same until measured.
@@ -385,6 +398,8 @@ inline constexpr TuningField kTuningFields[] = {
     {"short_rows_vector_rows", &Tuning::short_rows_vector_rows},
     {"merged_least_inner_bytes", &Tuning::merged_least_inner_bytes},
     {"tile_least_threads", &Tuning::tile_least_threads},
+    {"columns_least_rows", &Tuning::columns_least_rows},
+    {"small_single_most", &Tuning::small_single_most},
 };
 
 // Applies "name=value,name=value" to `t`; false (and `t` as it was) on an unknown name, a value

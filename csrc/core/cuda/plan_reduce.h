@@ -84,6 +84,7 @@ class Planner {
       return x.outputs <= k_.small_rows_outputs && x.count <= k_.small_rows_count &&
              n <= (x.outputs <= 256 && t_.in_bytes <= 4 ? 2 * k_.small_most : k_.small_most);
     const bool adjacent = x.kept.innermost_contiguous();
+    if (x.count == 1 && x.outputs > k_.small_single_most) return false;  // the map kernel's
     const bool narrow = t_.in_bytes == 2 && !t_.group_rows && !t_.indexed;
     const int64_t outputs = narrow ? k_.small_columns_outputs_narrow : k_.small_columns_outputs;
     return adjacent &&
@@ -648,11 +649,23 @@ class Planner {
     // 128) bfloat16 over dim 0 had 16 vectors of outputs and 32 threads across: half of every
     // block idle; uint8 (2^20, 16), one vector, 23.4 / 30.1 -> 10.5 / 16.7 us; H100.)
     while (Y < threads && int64_t(threads / Y / 2) * V >= l.inner) Y *= 2;
+    // X is fixed here, from the outputs; Y may change below, so the block is X * Y threads, at
+    // most `threads` (the kernel's launch bound) and at least a warp.
+    int X = threads / Y;
+    // Many outer indexes, few outputs a row: the loop above sent threads down only to fill the
+    // block, and they may hold a row or two each; fewer down (Tuning::columns_least_rows), a
+    // smaller block, the same blocks.
+    if (!one_pass && !split_deeper && blocks_for(Y) >= wanted)
+      while (Y > 1 && X * Y > 32 && l.reduced < int64_t(Y) * k_.columns_least_rows) Y /= 2;
     ColumnsShape c{};
     c.deep = Y >= 16;
-    if (split_deeper) Y = std::max(Y, 16);
+    if (split_deeper && Y < 16) {
+      // Y raised after X was set: X shrinks with it, the block stays within `threads`.
+      X = std::max(1, X * Y / 16);
+      Y = 16;
+    }
     c.Y = Y;
-    c.X = threads / Y;
+    c.X = X;
     c.whole = l.inner / V * V;
     c.column_blocks = std::max<int64_t>(1, ceil_div(c.whole, int64_t(c.X) * V));
     const int64_t xblocks = l.outer * c.column_blocks;
