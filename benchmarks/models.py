@@ -8,7 +8,12 @@ the dispatcher mode (the default) and with the Python mode, interleaved:
 - pooling: an eager workload made of reductions: masked mean pooling of token states, the token
   count of a bool mask, the per-row max; the override must make it faster.
 
-    python benchmarks/models.py [--out bench_out] [--reps 15] [--quick]
+    python benchmarks/models.py [--out bench_out] [--reps 15] [--quick] [--cases llama,pooling,llama-32k,llama-128k]
+
+- llama-32k, llama-128k: the LLaMA-style configurations where the loss dominates (hidden 1024,
+  vocab 32000, 4 x 512 tokens; hidden 2048, vocab 128256, 4 x 1024 tokens; 4 layers, bfloat16):
+  their float32 cross-entropy over the vocabulary is F.cross_entropy, which the dispatcher mode
+  routes whole to treduce.cross_entropy (one read of the logits forward, one backward).
 
 Each sample is the median time of one step over a run of steps (CUDA events), after warm-up;
 the table gives the median and the p10-p90 of the samples. Results and gradients are checked
@@ -94,6 +99,10 @@ class Decoder(nn.Module):
         return self.head(self.norm(x))
 
 
+# The loss-heavy configurations: (vocab, hidden, heads, MLP hidden, batch, tokens).
+LOSS_CASES = {"llama-32k": (32000, 1024, 8, 2816, 4, 512), "llama-128k": (128256, 2048, 16, 5632, 4, 1024)}
+
+
 def llama_step(model, tokens):
     logits = model(tokens[:, :-1])
     loss = F.cross_entropy(logits.flatten(0, 1).float(), tokens[:, 1:].flatten())
@@ -130,9 +139,19 @@ def quantiles(samples):
 
 
 def run_case(name, make_step, check, reps, steps, routed_counts):
-    """Times the case in every mode, interleaved; returns a result row per mode."""
+    """Times the case in every mode, interleaved; returns a result row per mode, with the peak
+    memory of a step (MiB) in that mode."""
     check()
     samples = {mode: [] for mode in MODES}
+    peak = {}
+    for mode in MODES:
+        with MODES[mode]():
+            make_step()()
+            torch.cuda.synchronize()
+            torch.cuda.reset_peak_memory_stats()
+            make_step()()
+            torch.cuda.synchronize()
+            peak[mode] = torch.cuda.max_memory_allocated() / 2**20
     for mode in MODES:  # warm-up, and what each mode routes in one step
         with MODES[mode]() as ov:
             for _ in range(3):
@@ -145,7 +164,8 @@ def run_case(name, make_step, check, reps, steps, routed_counts):
             step = make_step()
             with ctx():
                 samples[mode].append(time_steps(step, steps))
-    return {mode: {"case": name, "mode": mode, **quantiles(s), "samples": s} for mode, s in samples.items()}
+    return {mode: {"case": name, "mode": mode, **quantiles(s), "peak_mib": peak[mode], "samples": s}
+            for mode, s in samples.items()}
 
 
 def check_llama(model, tokens):
@@ -170,7 +190,9 @@ def main(argv=None) -> int:
     parser.add_argument("--out", type=Path, default=Path("bench_out"))
     parser.add_argument("--reps", type=int, default=15)
     parser.add_argument("--quick", action="store_true", help="smaller models, 3 repetitions")
+    parser.add_argument("--cases", default="llama,pooling", help="from llama, pooling, llama-32k, llama-128k")
     args = parser.parse_args(argv)
+    cases = set(args.cases.split(","))
     if not torch.cuda.is_available():
         print("models.py needs a CUDA device", file=sys.stderr)
         return 1
@@ -178,7 +200,20 @@ def main(argv=None) -> int:
     torch.manual_seed(0)
     rows, routed = [], {}
     batch, tokens_per_row = (2, 128) if args.quick else (8, 512)
-    for dtype in (torch.bfloat16, torch.float32):
+    for case, (vocab, dim, heads, hidden, batch_n, tokens_n) in LOSS_CASES.items():
+        if case not in cases:
+            continue
+        if args.quick:
+            batch_n, tokens_n = 1, 128
+        model = Decoder(vocab=vocab, dim=dim, heads=heads, hidden=hidden, tokens=tokens_n).to("cuda", torch.bfloat16)
+        tokens = torch.randint(0, vocab, (batch_n, tokens_n + 1), device="cuda")
+        name = f"{case} bfloat16 {batch_n}x{tokens_n}"
+        result = run_case(name, lambda: (lambda: llama_step(model, tokens)), lambda: check_llama(model, tokens),
+                          reps, 3, routed)
+        rows += result.values()
+        del model
+        torch.cuda.empty_cache()
+    for dtype in (torch.bfloat16, torch.float32) if "llama" in cases else ():
         model = Decoder(tokens=tokens_per_row).to("cuda", dtype)
         tokens = torch.randint(0, 8192, (batch, tokens_per_row + 1), device="cuda")
         name = f"llama {str(dtype).removeprefix('torch.')} {batch}x{tokens_per_row}"
@@ -186,7 +221,7 @@ def main(argv=None) -> int:
                           reps, 5, routed)
         rows += result.values()
         del model
-    for dtype, shape in ((torch.bfloat16, (64, 512, 768)), (torch.float32, (64, 512, 768))):
+    for dtype, shape in ((torch.bfloat16, (64, 512, 768)), (torch.float32, (64, 512, 768))) if "pooling" in cases else ():
         x = torch.randn(shape, device="cuda", dtype=dtype)
         mask = torch.rand(shape[:2], device="cuda") < 0.8
 
@@ -205,16 +240,17 @@ def main(argv=None) -> int:
     env = {"torch": torch.__version__, "gpu": torch.cuda.get_device_name(), "cuda": torch.version.cuda}
     (args.out / "models.json").write_text(json.dumps({"environment": env, "rows": rows, "calls": routed}, indent=1))
     lines = [f"# override() on whole eager steps ({env['gpu']}, torch {env['torch']})", "",
-             "| case | torch ms | dispatcher ms | python ms | dispatcher / torch | python / torch |",
-             "|---|---|---|---|---|---|"]
+             "| case | torch ms | dispatcher ms | python ms | torch / dispatcher | torch / python | peak MiB torch / dispatcher |",
+             "|---|---|---|---|---|---|---|"]
     by_case = {}
     for r in rows:
         by_case.setdefault(r["case"], {})[r["mode"]] = r
     for case, m in by_case.items():
         cell = lambda r: f"{r['median']:.3f} ({r['p10']:.3f}-{r['p90']:.3f})"  # noqa: E731
         lines.append(f"| {case} | {cell(m['torch'])} | {cell(m['dispatcher'])} | {cell(m['python'])} | "
-                     f"{m['dispatcher']['median'] / m['torch']['median']:.3f} | "
-                     f"{m['python']['median'] / m['torch']['median']:.3f} |")
+                     f"{m['torch']['median'] / m['dispatcher']['median']:.3f} | "
+                     f"{m['torch']['median'] / m['python']['median']:.3f} | "
+                     f"{m['torch']['peak_mib']:.0f} / {m['dispatcher']['peak_mib']:.0f} |")
     lines += ["", "Calls in three warm-up steps, by mode:", ""]
     lines += [f"- {k}: routed {v['routed']}, fallback {v['fallback']}" for k, v in routed.items()]
     (args.out / "models.md").write_text("\n".join(lines) + "\n")

@@ -423,3 +423,15 @@ def test_stats_suites_check_on_the_cpu(suite):
         wrong = tuple(w + 1 for w in want)
         with pytest.raises(AssertionError):
             stats._check(case.label, case.ours_fn(x), wrong, case.rtol, x)
+
+
+def test_normalizing_suite_checks_every_case(capsys, monkeypatch):
+    """benchmarks/normalizing.py --check-only: every case of the suite (at the tests' sizes) agrees
+    with torch; a wrong softmax stops it."""
+    import normalizing
+
+    assert normalizing.main(["--check-only"]) == 0
+    assert "agrees with torch" in capsys.readouterr().out
+    monkeypatch.setattr(torch_reduce, "softmax", lambda x, dim, dtype=None: torch.softmax(x, dim) + 0.01)
+    with pytest.raises(AssertionError):
+        normalizing.main(["--check-only"])

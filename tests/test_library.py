@@ -8,7 +8,7 @@ import torch
 
 import torch_reduce
 from torch_reduce import _C
-from torch_reduce._table import OPS
+from torch_reduce._table import NORMALIZING_OPS, OPS
 from util import DEVICES, cuda_only, exact_input, fresh_generator, variant_names
 
 
@@ -114,15 +114,20 @@ def test_the_op_table_names_every_op():
     list of techniques, and the private `_` ops) and those the eager entry takes, each once: an op
     added to one of them and not to the table fails here."""
     names = [op.name for op in OPS]
-    assert len(set(names)) == len(names), names
+    normalizing = [op.name for op in NORMALIZING_OPS]
+    everything = names + normalizing
+    assert len(set(everything)) == len(everything), everything
     header = (Path(__file__).resolve().parent.parent / "csrc" / "torch" / "ops.h").read_text()
-    table = header[header.index("#define TREDUCE_OPS(X)"):]
-    in_header = re.findall(r"\bX\((\w+),", table)
+    start, second = header.index("#define TREDUCE_OPS(X)"), header.index("#define TREDUCE_NORMALIZING_OPS(X)")
+    in_header = re.findall(r"\bX\((\w+),", header[start:second])
     assert len(in_header) == len(set(in_header)) and set(in_header) == set(names), (in_header, names)
+    in_second = re.findall(r"\bX\((\w+),", header[second:])
+    assert in_second == normalizing, (in_second, normalizing)
     registered = {op.split("::")[1].split(".")[0] for op in torch._C._dispatch_get_all_op_names()
                   if op.startswith("treduce::")}
-    assert {name for name in registered if not name.startswith("_")} - {"variants"} == set(names), registered
+    assert {name for name in registered if not name.startswith("_")} - {"variants"} == set(everything), registered
+    # The eager entry takes the reductions (the normalizing ops' wrappers call the ops).
     assert {name.lower() for name in dir(_C) if name.isupper()} == set(names)
     # ... and torch_reduce exports each one's wrapper.
-    assert set(names) <= set(torch_reduce.__all__), set(names) - set(torch_reduce.__all__)
-    assert all(callable(getattr(torch_reduce, name)) for name in names)
+    assert set(everything) <= set(torch_reduce.__all__), set(everything) - set(torch_reduce.__all__)
+    assert all(callable(getattr(torch_reduce, name)) for name in everything)

@@ -67,8 +67,10 @@ def _load_ops_library() -> dict:
 _BUILD_INFO = _load_ops_library()
 
 from .ops import (  # noqa: E402
-    SUPPORTED_DTYPES, Variant, all, amax, amin, aminmax, any, argmax, argmin, count_nonzero, explain, logsumexp, max,
-    mean, min, nanmean, nansum, prod, result_dtype, std, std_mean, sum, var, var_mean, variants, vector_norm,
+    SUPPORTED_DTYPES, Variant, all, amax, amin, aminmax, any, argmax, argmin, count_nonzero, cross_entropy,
+    cross_entropy_backward, cross_entropy_forward, explain, log_softmax,
+    log_softmax_backward, logsumexp, max, mean, min, nanmean, nansum, prod, result_dtype, softmax, softmax_backward,
+    std, std_mean, sum, var, var_mean, variants, vector_norm,
 )
 from .override import override  # noqa: E402
 from . import distributed  # noqa: E402  (registers the ops' DTensor shardings)
@@ -77,7 +79,8 @@ from . import distributed  # noqa: E402  (registers the ops' DTensor shardings)
 # are spelled out so that editors and type checkers see them.
 __all__ = [
     "SUPPORTED_DTYPES", "Variant", "__version__", "all", "amax", "amin", "aminmax", "any", "argmax", "argmin",
-    "build_info", "count_nonzero", "distributed", "explain", "max", "mean", "min", "override",
-    "logsumexp", "nanmean", "nansum", "prod", "result_dtype", "std", "std_mean", "sum", "var", "var_mean",
-    "variants", "vector_norm",
+    "build_info", "count_nonzero", "cross_entropy", "cross_entropy_backward", "cross_entropy_forward",
+    "distributed", "explain", "max", "mean", "min", "override",
+    "log_softmax", "log_softmax_backward", "logsumexp", "nanmean", "nansum", "prod", "result_dtype", "softmax",
+    "softmax_backward", "std", "std_mean", "sum", "var", "var_mean", "variants", "vector_norm",
 ]

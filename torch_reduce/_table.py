@@ -75,3 +75,23 @@ OPS = (
 )
 
 BY_NAME = {op.name: op for op in OPS}
+
+
+class NormalizingOp(NamedTuple):
+    """One op of the normalizing table (csrc/torch/ops.h's TREDUCE_NORMALIZING_OPS): softmax's
+    family. Its wrapper takes torch's arguments; `reference` is torch's function (the tests')."""
+
+    name: str
+    reference: object
+
+
+# In csrc/torch/ops.h's order.
+NORMALIZING_OPS = (
+    NormalizingOp("softmax", torch.softmax),
+    NormalizingOp("log_softmax", torch.log_softmax),
+    NormalizingOp("softmax_backward", torch.ops.aten._softmax_backward_data.default),
+    NormalizingOp("log_softmax_backward", torch.ops.aten._log_softmax_backward_data.default),
+    NormalizingOp("cross_entropy", torch.nn.functional.cross_entropy),
+    NormalizingOp("cross_entropy_forward", None),
+    NormalizingOp("cross_entropy_backward", None),
+)

@@ -14,7 +14,7 @@ from typing import NamedTuple, Union
 import torch
 
 from . import _C
-from ._table import OPS
+from ._table import NORMALIZING_OPS, OPS
 
 # The dtypes the ops accept, as input and as dtype=.
 SUPPORTED_DTYPES = (
@@ -28,7 +28,7 @@ Dims = Union[int, Sequence[int], None]
 # The ops' overloads, resolved once: calling torch.ops.treduce.sum looks up the namespace, the
 # packet and then the overload on every call. _SUM is torch.ops.treduce.sum.default, and so for
 # every op of the table; module globals, as a wrapper looks them up (and tests replace them).
-globals().update({f"_{op.name.upper()}": getattr(torch.ops.treduce, op.name).default for op in OPS})
+globals().update({f"_{op.name.upper()}": getattr(torch.ops.treduce, op.name).default for op in OPS + NORMALIZING_OPS})
 
 # The eager entry (csrc/torch/python_entry.cpp): _eager(_C.SUM, x, dim, keepdim, dtype, scalar) is the op's
 # result for a plain eager call (a torch.Tensor, no torch function or dispatch mode; the variant
@@ -458,6 +458,85 @@ def _arg_fake(x, dim=None, keepdim=False):
     return x.new_empty(_reduced_shape(x, None if dim is None else [dim], keepdim), dtype=torch.int64)
 
 
+def softmax(x: torch.Tensor, dim: int, dtype: torch.dtype | None = None) -> torch.Tensor:
+    """``torch.softmax``: exp(x) / sum(exp(x)) along ``dim``, from the row's maximum; ``dtype``
+    converts the input first (a 16-bit float read straight into a float32 result)."""
+    return _SOFTMAX(x, dim, dtype)
+
+
+def log_softmax(x: torch.Tensor, dim: int, dtype: torch.dtype | None = None) -> torch.Tensor:
+    """``torch.log_softmax``: x - max - log(sum(exp(x - max))) along ``dim``."""
+    return _LOG_SOFTMAX(x, dim, dtype)
+
+
+def softmax_backward(grad_output: torch.Tensor, output: torch.Tensor, dim: int,
+                     input_dtype: torch.dtype) -> torch.Tensor:
+    """aten's ``_softmax_backward_data``: output * (grad - sum(grad * output)) along ``dim``, in
+    ``input_dtype``."""
+    return _SOFTMAX_BACKWARD(grad_output, output, dim, input_dtype)
+
+
+def log_softmax_backward(grad_output: torch.Tensor, output: torch.Tensor, dim: int,
+                         input_dtype: torch.dtype) -> torch.Tensor:
+    """aten's ``_log_softmax_backward_data``: grad - exp(output) * sum(grad) along ``dim``, in
+    ``input_dtype``."""
+    return _LOG_SOFTMAX_BACKWARD(grad_output, output, dim, input_dtype)
+
+
+_REDUCTIONS = {"none": 0, "mean": 1, "sum": 2}
+
+
+def cross_entropy(input: torch.Tensor, target: torch.Tensor, weight: torch.Tensor | None = None,
+                  ignore_index: int = -100, reduction: str = "mean", label_smoothing: float = 0.0) -> torch.Tensor:
+    """``F.cross_entropy`` with class-index targets (int64), fused: each sample's logits read once
+    forward (their logsumexp kept, no log-probabilities stored) and once backward. Logits (C,),
+    (N, C) or (N, C, d1, ...); ``weight``, ``ignore_index``, ``reduction`` and ``label_smoothing``
+    as torch's. The reduced loss is summed in a fixed order: the same bits run after run. On CUDA a
+    target out of range gives NaN (torch's device assert would stop the process)."""
+    if reduction not in _REDUCTIONS:
+        raise ValueError(f"{reduction} is not a valid value for reduction")
+    return _CROSS_ENTROPY(input, target, weight, _REDUCTIONS[reduction], ignore_index, label_smoothing)
+
+
+def cross_entropy_forward(input, target, weight=None, reduction: int = 1, ignore_index: int = -100,
+                          label_smoothing: float = 0.0):
+    """cross_entropy's forward op: (loss, each sample's logsumexp, the mean's divisor)."""
+    return _CROSS_ENTROPY_FORWARD(input, target, weight, reduction, ignore_index, label_smoothing)
+
+
+def cross_entropy_backward(grad_output, input, target, weight, reduction: int, ignore_index: int,
+                           label_smoothing: float, lse, total_weight):
+    """cross_entropy's backward op: the logits' gradient from cross_entropy_forward's results."""
+    return _CROSS_ENTROPY_BACKWARD(grad_output, input, target, weight, reduction, ignore_index, label_smoothing, lse,
+                                   total_weight)
+
+
+def _xent_acc(dtype):
+    return torch.float64 if dtype == torch.float64 else torch.float32
+
+
+def _cross_entropy_fake(x, target, weight=None, reduction=1, ignore_index=-100, label_smoothing=0.0):
+    return x.new_empty(target.shape if reduction == 0 else ())
+
+
+def _cross_entropy_forward_fake(x, target, weight=None, reduction=1, ignore_index=-100, label_smoothing=0.0):
+    return (x.new_empty(target.shape if reduction == 0 else ()), x.new_empty(target.shape, dtype=_xent_acc(x.dtype)),
+            x.new_empty((), dtype=_xent_acc(x.dtype)))
+
+
+def _cross_entropy_backward_fake(grad, x, target, weight, reduction, ignore_index, label_smoothing, lse, total_weight):
+    return torch.empty(x.shape, dtype=x.dtype, device=x.device)
+
+
+def _softmax_fake(x, dim, dtype=None):
+    torch._check(x.dim() == 0 and -1 <= dim <= 0 or -x.dim() <= dim < x.dim(), lambda: f"dim {dim} out of range")
+    return torch.empty(x.shape, dtype=dtype or x.dtype, device=x.device)
+
+
+def _softmax_backward_fake(grad_output, output, dim, input_dtype):
+    return torch.empty(output.shape, dtype=input_dtype, device=output.device)
+
+
 # Each op's fake, registered for every op of the table: one without a fake fails here, at import.
 _FAKES = {
     "sum": _sum_fake, "mean": _mean_fake, "amax": _extremum_fake, "amin": _extremum_fake,
@@ -466,7 +545,11 @@ _FAKES = {
     "vector_norm": _vector_norm_fake, "any": _logic_fake, "all": _logic_fake, "count_nonzero": _count_nonzero_fake,
     "aminmax": _aminmax_fake, "max": _max_dim_fake, "min": _max_dim_fake, "argmax": _arg_fake, "argmin": _arg_fake,
 }
-for _op in OPS:
+_FAKES.update({"softmax": _softmax_fake, "log_softmax": _softmax_fake,
+               "softmax_backward": _softmax_backward_fake, "log_softmax_backward": _softmax_backward_fake,
+               "cross_entropy": _cross_entropy_fake, "cross_entropy_forward": _cross_entropy_forward_fake,
+               "cross_entropy_backward": _cross_entropy_backward_fake})
+for _op in OPS + NORMALIZING_OPS:
     torch.library.register_fake(f"treduce::{_op.name}")(_FAKES[_op.name])
 
 

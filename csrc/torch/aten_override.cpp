@@ -30,6 +30,11 @@
 #include <ATen/ops/min_cpu_dispatch.h>
 #include <ATen/ops/argmax_cpu_dispatch.h>
 #include <ATen/ops/argmin_cpu_dispatch.h>
+#include <ATen/ops/_softmax_cpu_dispatch.h>
+#include <ATen/ops/_log_softmax_cpu_dispatch.h>
+#include <ATen/ops/_softmax_backward_data_cpu_dispatch.h>
+#include <ATen/ops/_log_softmax_backward_data_cpu_dispatch.h>
+#include <ATen/ops/cross_entropy_loss_compositeimplicitautograd_dispatch.h>
 #include <c10/util/Exception.h>
 #include <torch/library.h>
 
@@ -53,6 +58,10 @@
 #include <ATen/ops/min_cuda_dispatch.h>
 #include <ATen/ops/argmax_cuda_dispatch.h>
 #include <ATen/ops/argmin_cuda_dispatch.h>
+#include <ATen/ops/_softmax_cuda_dispatch.h>
+#include <ATen/ops/_log_softmax_cuda_dispatch.h>
+#include <ATen/ops/_softmax_backward_data_cuda_dispatch.h>
+#include <ATen/ops/_log_softmax_backward_data_cuda_dispatch.h>
 #endif
 
 #include <atomic>
@@ -70,10 +79,22 @@ namespace treduce {
 namespace {
 
 // What happened to a call: routed to torch_reduce, or left to torch, and why.
-enum class Outcome { Routed, OutArg, InputDtype, DtypeArg, NamedTensor, kCount };
-constexpr const char* kOutcomeNames[] = {"routed", "out=", "input dtype", "dtype=", "named tensor"};
-constexpr int kOps = kNumReduceOps;
+enum class Outcome { Routed, OutArg, InputDtype, DtypeArg, NamedTensor, Probabilities, Traced, kCount };
+constexpr const char* kOutcomeNames[] = {"routed",       "out=",    "input dtype", "dtype=", "named tensor",
+                                         "class probabilities", "traced or subclass"};
+// A counter a reduction (ReduceOp), then one a normalizing op (SoftmaxOp), then cross_entropy's.
+constexpr int kNormalizingOps = 5;
+constexpr int kOps = kNumReduceOps + kNormalizingOps;
 constexpr int kOutcomes = static_cast<int>(Outcome::kCount);
+struct CrossEntropyCounter {};
+constexpr int counter_of(ReduceOp op) { return static_cast<int>(op); }
+constexpr int counter_of(SoftmaxOp op) { return kNumReduceOps + static_cast<int>(op); }
+constexpr int counter_of(CrossEntropyCounter) { return kNumReduceOps + 4; }
+constexpr const char* kNormalizingNames[kNormalizingOps] = {"softmax", "log_softmax", "softmax_backward",
+                                                            "log_softmax_backward", "cross_entropy"};
+const char* counter_name(int op) {
+  return op < kNumReduceOps ? op_name(static_cast<ReduceOp>(op)) : kNormalizingNames[op - kNumReduceOps];
+}
 
 std::atomic<int64_t> g_counts[kOps][kOutcomes];
 
@@ -95,17 +116,24 @@ bool has_names(const T& t) {
 }
 
 // Counts the call, and says whether torch_reduce takes it.
-bool take(ReduceOp op, const at::Tensor& self, std::optional<at::ScalarType> dtype) {
+template <class Op>
+bool take(Op op, const at::Tensor& self, std::optional<at::ScalarType> dtype) {
   Outcome o = Outcome::Routed;
   if (!supported(self.scalar_type())) o = Outcome::InputDtype;
   else if (dtype && !supported(*dtype)) o = Outcome::DtypeArg;
   else if (has_names(self)) o = Outcome::NamedTensor;  // torch's kernels carry names to the result
-  g_counts[static_cast<int>(op)][static_cast<int>(o)].fetch_add(1, std::memory_order_relaxed);
+  g_counts[counter_of(op)][static_cast<int>(o)].fetch_add(1, std::memory_order_relaxed);
   return o == Outcome::Routed;
 }
 
-void count_out_arg(ReduceOp op) {
-  g_counts[static_cast<int>(op)][static_cast<int>(Outcome::OutArg)].fetch_add(1, std::memory_order_relaxed);
+template <class Op>
+void count_out_arg(Op op) {
+  g_counts[counter_of(op)][static_cast<int>(Outcome::OutArg)].fetch_add(1, std::memory_order_relaxed);
+}
+
+// softmax's family takes floating tensors only (an integer input is torch's error).
+bool floating(at::ScalarType t) {
+  return t == at::kHalf || t == at::kBFloat16 || t == at::kFloat || t == at::kDouble;
 }
 
 // torch's own kernels of one device, called directly: the fallback of every call we leave. One
@@ -171,7 +199,20 @@ using OutPair = std::tuple<at::Tensor&, at::Tensor&>;
   X(argmax, NS::argmax, at::Tensor(const at::Tensor&, OptDim, bool))                                         \
   X(argmin, NS::argmin, at::Tensor(const at::Tensor&, OptDim, bool))                                         \
   X(argmax_out, NS::argmax_out, at::Tensor&(at::Tensor&, const at::Tensor&, OptDim, bool))                   \
-  X(argmin_out, NS::argmin_out, at::Tensor&(at::Tensor&, const at::Tensor&, OptDim, bool))
+  X(argmin_out, NS::argmin_out, at::Tensor&(at::Tensor&, const at::Tensor&, OptDim, bool))               \
+  /* softmax's family, and their out= forms */                                                               \
+  X(softmax, NS::_softmax, at::Tensor(const at::Tensor&, int64_t, bool))                                     \
+  X(softmax_out, NS::_softmax_out, at::Tensor&(at::Tensor&, const at::Tensor&, int64_t, bool))               \
+  X(log_softmax, NS::_log_softmax, at::Tensor(const at::Tensor&, int64_t, bool))                             \
+  X(log_softmax_out, NS::_log_softmax_out, at::Tensor&(at::Tensor&, const at::Tensor&, int64_t, bool))       \
+  X(softmax_backward, NS::_softmax_backward_data,                                                            \
+    at::Tensor(const at::Tensor&, const at::Tensor&, int64_t, at::ScalarType))                               \
+  X(softmax_backward_out, NS::_softmax_backward_data_out,                                                    \
+    at::Tensor&(at::Tensor&, const at::Tensor&, const at::Tensor&, int64_t, at::ScalarType))                 \
+  X(log_softmax_backward, NS::_log_softmax_backward_data,                                                    \
+    at::Tensor(const at::Tensor&, const at::Tensor&, int64_t, at::ScalarType))                               \
+  X(log_softmax_backward_out, NS::_log_softmax_backward_data_out,                                            \
+    at::Tensor&(at::Tensor&, const at::Tensor&, const at::Tensor&, int64_t, at::ScalarType))
 
 struct TorchKernels {
 #define TREDUCE_TORCH_FIELD(field, fn, type) std::add_pointer_t<type> field = nullptr;
@@ -208,23 +249,31 @@ struct Cuda {
 // x_out's with the outs moved to the end.
 template <class F>
 using TorchField = F* TorchKernels::*;
-template <class T, ReduceOp op, auto field, class = decltype(field)>
+template <class T, auto op, auto field, class = decltype(field)>
 struct TorchOut;
-template <class T, ReduceOp op, auto field, class... A>
+template <class T, auto op, auto field, class... A>
 struct TorchOut<T, op, field, TorchField<at::Tensor&(at::Tensor&, const at::Tensor&, A...)>> {
   static at::Tensor& kernel(const at::Tensor& self, A... a, at::Tensor& out) {
     count_out_arg(op);
     return (T::torch().*field)(out, self, a...);
   }
 };
-template <class T, ReduceOp op, auto field, class... A>
+template <class T, auto op, auto field, class... A>
 struct TorchOut<T, op, field, TorchField<OutPair(at::Tensor&, at::Tensor&, const at::Tensor&, A...)>> {
   static OutPair kernel(const at::Tensor& self, A... a, at::Tensor& out1, at::Tensor& out2) {
     count_out_arg(op);
     return (T::torch().*field)(out1, out2, self, a...);
   }
 };
-template <class T, ReduceOp op, auto field>
+// (Backwards: grad_output and output, then the rest, then out.)
+template <class T, auto op, auto field, class... A>
+struct TorchOut<T, op, field, TorchField<at::Tensor&(at::Tensor&, const at::Tensor&, const at::Tensor&, A...)>> {
+  static at::Tensor& kernel(const at::Tensor& grad, const at::Tensor& output, A... a, at::Tensor& out) {
+    count_out_arg(op);
+    return (T::torch().*field)(out, grad, output, a...);
+  }
+};
+template <class T, auto op, auto field>
 constexpr auto torch_out = &TorchOut<T, op, field>::kernel;
 
 // The aten overloads of device T, one row each: the schema's name and its kernel, whose
@@ -390,12 +439,89 @@ void impl_extrema(torch::Library& m) {
   m.impl("argmin.out", torch_out<T, ReduceOp::ArgMin, &TorchKernels::argmin_out>);
 }
 
+// softmax's family: aten's _softmax and _log_softmax (half_to_float: a float32 result, as our
+// dtype=; on the CPU torch's own, whose rule for it differs by release) and their backwards.
+template <class T>
+bool take_softmax(SoftmaxOp op, const at::Tensor& self, bool half_to_float) {
+  if (!floating(self.scalar_type()) || (half_to_float && T::kKey == c10::DispatchKey::CPU)) {
+    g_counts[counter_of(op)][static_cast<int>(Outcome::InputDtype)].fetch_add(1, std::memory_order_relaxed);
+    return false;
+  }
+  return take(op, self, std::nullopt);
+}
+
+template <class T>
+void impl_normalizing(torch::Library& m) {
+  m.impl("_softmax", +[](const at::Tensor& self, int64_t dim, bool half_to_float) {
+    return take_softmax<T>(SoftmaxOp::Softmax, self, half_to_float)
+               ? T::ours().softmax(self, dim, half_to_float ? DtypeArg(at::kFloat) : std::nullopt)
+               : T::torch().softmax(self, dim, half_to_float);
+  });
+  m.impl("_softmax.out", torch_out<T, SoftmaxOp::Softmax, &TorchKernels::softmax_out>);
+  m.impl("_log_softmax", +[](const at::Tensor& self, int64_t dim, bool half_to_float) {
+    return take_softmax<T>(SoftmaxOp::LogSoftmax, self, half_to_float)
+               ? T::ours().log_softmax(self, dim, half_to_float ? DtypeArg(at::kFloat) : std::nullopt)
+               : T::torch().log_softmax(self, dim, half_to_float);
+  });
+  m.impl("_log_softmax.out", torch_out<T, SoftmaxOp::LogSoftmax, &TorchKernels::log_softmax_out>);
+  m.impl("_softmax_backward_data", +[](const at::Tensor& grad, const at::Tensor& output, int64_t dim,
+                                       at::ScalarType input_dtype) {
+    return take_softmax<T>(SoftmaxOp::SoftmaxBackward, output, false) && grad.scalar_type() == output.scalar_type()
+               ? T::ours().softmax_backward(grad, output, dim, input_dtype)
+               : T::torch().softmax_backward(grad, output, dim, input_dtype);
+  });
+  m.impl("_softmax_backward_data.out",
+         torch_out<T, SoftmaxOp::SoftmaxBackward, &TorchKernels::softmax_backward_out>);
+  m.impl("_log_softmax_backward_data", +[](const at::Tensor& grad, const at::Tensor& output, int64_t dim,
+                                           at::ScalarType input_dtype) {
+    return take_softmax<T>(SoftmaxOp::LogSoftmaxBackward, output, false) && grad.scalar_type() == output.scalar_type()
+               ? T::ours().log_softmax_backward(grad, output, dim, input_dtype)
+               : T::torch().log_softmax_backward(grad, output, dim, input_dtype);
+  });
+  m.impl("_log_softmax_backward_data.out",
+         torch_out<T, SoftmaxOp::LogSoftmaxBackward, &TorchKernels::log_softmax_backward_out>);
+}
+
+// cross_entropy_loss, torch's composite (log_softmax, then nll_loss): on the Autograd keys, so
+// that the loss and its gradient are ours, fused (treduce::cross_entropy, through the dispatcher:
+// its own Autograd kernel records the graph). Class-index targets of plain tensors only: class
+// probabilities, and tensors that a Python mode or subclass traces (torch.compile's fake
+// tensors), take torch's composite, as does a symbolic ignore_index.
+at::Tensor cross_entropy_loss_route(const at::Tensor& self, const at::Tensor& target,
+                                    const std::optional<at::Tensor>& weight, int64_t reduction,
+                                    c10::SymInt ignore_index, double label_smoothing) {
+  static const auto ours = c10::Dispatcher::singleton()
+                               .findSchemaOrThrow("treduce::cross_entropy", "")
+                               .typed<at::Tensor(const at::Tensor&, const at::Tensor&, const std::optional<at::Tensor>&,
+                                                 int64_t, int64_t, double)>();
+  Outcome o = Outcome::Routed;
+  const auto traced = [](const at::Tensor& t) { return t.defined() && t.key_set().has(c10::DispatchKey::Python); };
+  if (traced(self) || traced(target) || (weight && traced(*weight)) || ignore_index.is_symbolic()) o = Outcome::Traced;
+  else if (!floating(self.scalar_type()) || (weight && weight->defined() && weight->scalar_type() != self.scalar_type()))
+    o = Outcome::InputDtype;
+  else if (target.scalar_type() != at::kLong || target.dim() + 1 != std::max<int64_t>(self.dim(), 1) || self.dim() == 0)
+    o = Outcome::Probabilities;
+  else if (has_names(self)) o = Outcome::NamedTensor;
+  g_counts[counter_of(CrossEntropyCounter{})][static_cast<int>(o)].fetch_add(1, std::memory_order_relaxed);
+  if (o != Outcome::Routed)
+    return at::compositeimplicitautograd::cross_entropy_loss_symint(self, target, weight, reduction, ignore_index,
+                                                                     label_smoothing);
+  return ours.call(self, target, weight, reduction, ignore_index.expect_int(), label_smoothing);
+}
+
+std::unique_ptr<torch::Library> registered_autograd(c10::DispatchKey key) {
+  auto m = std::make_unique<torch::Library>(torch::Library::IMPL, "aten", key, __FILE__, __LINE__);
+  m->impl("cross_entropy_loss", &cross_entropy_loss_route);
+  return m;
+}
+
 template <class T>
 std::unique_ptr<torch::Library> registered() {
   auto m = std::make_unique<torch::Library>(torch::Library::IMPL, "aten", T::kKey, __FILE__, __LINE__);
   impl_sums<T>(*m);
   impl_logic<T>(*m);
   impl_extrema<T>(*m);
+  impl_normalizing<T>(*m);
   return m;
 }
 
@@ -422,8 +548,10 @@ int64_t override_enter() {
     DropOverrideWarnings quiet(c10::WarningUtils::get_warning_handler());
     const c10::WarningUtils::WarningHandlerGuard guard(&quiet);
     g_registrations.push_back(registered<Cpu>());
+    g_registrations.push_back(registered_autograd(c10::DispatchKey::AutogradCPU));
 #ifdef TREDUCE_WITH_CUDA
     g_registrations.push_back(registered<Cuda>());
+    g_registrations.push_back(registered_autograd(c10::DispatchKey::AutogradCUDA));
 #endif
   }
   return ++g_open;
@@ -441,7 +569,7 @@ std::vector<std::string> override_counts() {
   std::vector<std::string> rows;
   for (int op = 0; op < kOps; ++op)
     for (int o = 0; o < kOutcomes; ++o)
-      rows.push_back(std::string(op_name(static_cast<ReduceOp>(op))) + '\t' + kOutcomeNames[o] + '\t' +
+      rows.push_back(std::string(counter_name(op)) + '\t' + kOutcomeNames[o] + '\t' +
                      std::to_string(g_counts[op][o].load(std::memory_order_relaxed)));
   return rows;
 }

@@ -533,12 +533,197 @@ at::Tensor arg_autograd(const at::Tensor& self, std::optional<int64_t> dim, bool
   return (kMax ? argmax_op : argmin_op).call(self, dim, keepdim);
 }
 
+// softmax and log_softmax: the gradient from the result alone (the backward ops); while a
+// graph of the backward is recorded (double backward), the backward as differentiable ops (and
+// our sum) instead.
+using SoftmaxSignature = at::Tensor(const at::Tensor&, int64_t, std::optional<at::ScalarType>);
+using SoftmaxBackwardSignature = at::Tensor(const at::Tensor&, const at::Tensor&, int64_t, at::ScalarType);
+
+at::Tensor softmax_below(SoftmaxOp op, const at::Tensor& self, int64_t dim, std::optional<at::ScalarType> dtype) {
+  static const auto softmax_op = redispatch<SoftmaxSignature>("treduce::softmax");
+  static const auto log_softmax_op = redispatch<SoftmaxSignature>("treduce::log_softmax");
+  at::AutoDispatchBelowADInplaceOrView below_autograd;
+  return (op == SoftmaxOp::Softmax ? softmax_op : log_softmax_op).call(self, dim, dtype);
+}
+
+at::Tensor softmax_backward_below(SoftmaxOp op, const at::Tensor& grad, const at::Tensor& output, int64_t dim,
+                                  at::ScalarType input_dtype) {
+  static const auto softmax_op = redispatch<SoftmaxBackwardSignature>("treduce::softmax_backward");
+  static const auto log_softmax_op = redispatch<SoftmaxBackwardSignature>("treduce::log_softmax_backward");
+  at::AutoDispatchBelowADInplaceOrView below_autograd;
+  return (op == SoftmaxOp::SoftmaxBackward ? softmax_op : log_softmax_op).call(grad, output, dim, input_dtype);
+}
+
+// The backward ops through the dispatcher (their Autograd kernels below).
+at::Tensor softmax_backward_call(SoftmaxOp op, const at::Tensor& grad, const at::Tensor& output, int64_t dim,
+                                 at::ScalarType input_dtype) {
+  static const auto softmax_op = c10::Dispatcher::singleton()
+                                     .findSchemaOrThrow("treduce::softmax_backward", "")
+                                     .typed<SoftmaxBackwardSignature>();
+  static const auto log_softmax_op = c10::Dispatcher::singleton()
+                                         .findSchemaOrThrow("treduce::log_softmax_backward", "")
+                                         .typed<SoftmaxBackwardSignature>();
+  return (op == SoftmaxOp::SoftmaxBackward ? softmax_op : log_softmax_op).call(grad, output, dim, input_dtype);
+}
+
+class SoftmaxFunction : public torch::autograd::Function<SoftmaxFunction> {
+ public:
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& self, int64_t op, int64_t dim,
+                            std::optional<at::ScalarType> dtype) {
+    const at::Tensor out = softmax_below(SoftmaxOp(op), self, dim, dtype);
+    ctx->saved_data["op"] = op;
+    ctx->saved_data["dim"] = dim;
+    ctx->saved_data["dtype"] = self.scalar_type();
+    ctx->save_for_backward({out});
+    return out;
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const at::Tensor out = ctx->get_saved_variables()[0];
+    const SoftmaxOp back = SoftmaxOp(ctx->saved_data["op"].toInt()) == SoftmaxOp::Softmax
+                               ? SoftmaxOp::SoftmaxBackward
+                               : SoftmaxOp::LogSoftmaxBackward;
+    const at::Tensor grad = softmax_backward_call(back, grads[0], out, ctx->saved_data["dim"].toInt(),
+                                                  ctx->saved_data["dtype"].toScalarType());
+    return {grad, at::Tensor(), at::Tensor(), at::Tensor()};
+  }
+};
+
+template <SoftmaxOp kOp>
+at::Tensor softmax_autograd(const at::Tensor& self, int64_t dim, std::optional<at::ScalarType> dtype) {
+  if (!records_grad(self)) return softmax_below(kOp, self, dim, dtype);
+  return SoftmaxFunction::apply(self, int64_t(kOp), dim, dtype);
+}
+
+template <SoftmaxOp kOp>
+at::Tensor softmax_backward_autograd(const at::Tensor& grad, const at::Tensor& output, int64_t dim,
+                                     at::ScalarType input_dtype) {
+  if (!at::GradMode::is_enabled() || !(grad.requires_grad() || output.requires_grad()))
+    return softmax_backward_below(kOp, grad, output, dim, input_dtype);
+  const std::vector<int64_t> dims{dim};
+  const at::Tensor g = grad.to(output.scalar_type());
+  at::Tensor r;
+  if constexpr (kOp == SoftmaxOp::SoftmaxBackward) r = output * (g - sum(g * output, "auto", dims, true));
+  else r = g - output.exp() * sum(g, "auto", dims, true);
+  return r.to(input_dtype);
+}
+
+// cross_entropy: the gradient from the logits and each sample's logsumexp (the backward op);
+// while a graph of the backward is recorded (double backward), the same formula as
+// differentiable ops (our softmax's among them) instead. No gradient for the weight, as torch.
+using XentArgs = std::tuple<int64_t, int64_t, double>;  // reduction, ignore_index, label_smoothing
+using CrossEntropyForwardSignature = std::tuple<at::Tensor, at::Tensor, at::Tensor>(
+    const at::Tensor&, const at::Tensor&, const std::optional<at::Tensor>&, int64_t, int64_t, double);
+using CrossEntropyBackwardSignature = at::Tensor(const at::Tensor&, const at::Tensor&, const at::Tensor&,
+                                                 const std::optional<at::Tensor>&, int64_t, int64_t, double,
+                                                 const at::Tensor&, const at::Tensor&);
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> xent_forward_below(const at::Tensor& self, const at::Tensor& target,
+                                                                  const std::optional<at::Tensor>& weight,
+                                                                  int64_t reduction, int64_t ignore_index,
+                                                                  double smoothing) {
+  static const auto op = redispatch<CrossEntropyForwardSignature>("treduce::cross_entropy_forward");
+  at::AutoDispatchBelowADInplaceOrView below_autograd;
+  return op.call(self, target, weight, reduction, ignore_index, smoothing);
+}
+
+at::Tensor xent_backward_below(const at::Tensor& grad, const at::Tensor& self, const at::Tensor& target,
+                               const std::optional<at::Tensor>& weight, int64_t reduction, int64_t ignore_index,
+                               double smoothing, const at::Tensor& lse, const at::Tensor& total_weight) {
+  static const auto op = redispatch<CrossEntropyBackwardSignature>("treduce::cross_entropy_backward");
+  at::AutoDispatchBelowADInplaceOrView below_autograd;
+  return op.call(grad, self, target, weight, reduction, ignore_index, smoothing, lse, total_weight);
+}
+
+// g_s ((1 - e) w_t (p - onehot_t) + (e / C) (p W - w)), 0 for ignored samples (cross_entropy.h).
+at::Tensor xent_backward_composite(const at::Tensor& grad, const at::Tensor& self, const at::Tensor& target,
+                                   const std::optional<at::Tensor>& weight, int64_t reduction, int64_t ignore_index,
+                                   double smoothing, const at::Tensor& total_weight) {
+  static const auto softmax_op = c10::Dispatcher::singleton()
+                                     .findSchemaOrThrow("treduce::softmax", "")
+                                     .typed<SoftmaxSignature>();
+  const int64_t class_dim = self.dim() == 1 ? 0 : 1;
+  const int64_t classes = self.size(class_dim);
+  const at::Tensor p = softmax_op.call(self, class_dim, std::nullopt);
+  const at::Tensor valid = (target != ignore_index).unsqueeze(class_dim);
+  const at::Tensor t = target.masked_fill(target == ignore_index, 0).unsqueeze(class_dim);
+  const at::Tensor onehot = at::zeros_like(self).scatter(class_dim, t, 1.0);
+  const bool has_weight = weight && weight->defined();
+  std::vector<int64_t> shape(self.dim(), 1);
+  shape[class_dim] = classes;
+  const at::Tensor w_t = has_weight ? weight->index_select(0, t.reshape(-1)).view(t.sizes()) : at::ones_like(p);
+  at::Tensor d = (1.0 - smoothing) * w_t * (p - onehot);
+  if (smoothing != 0.0) {
+    const at::Tensor w = has_weight ? weight->view(shape) : at::ones_like(p);
+    const at::Tensor W = has_weight ? sum(*weight, "auto", std::nullopt, false, std::nullopt) : at::scalar_tensor(double(classes), p.options());
+    d = d + (smoothing / double(classes)) * (p * W - w);
+  }
+  at::Tensor g = grad;
+  if (reduction == 0) g = g.unsqueeze(class_dim);
+  else if (reduction == 1) g = g / total_weight.to(g.scalar_type());
+  return (d * g).masked_fill(valid.logical_not(), 0.0);
+}
+
+class CrossEntropyFunction : public torch::autograd::Function<CrossEntropyFunction> {
+ public:
+  // (The weight as an optional, not a variable: it gets no gradient, and an undefined tensor is
+  // no input of a Function.)
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& self, const at::Tensor& target,
+                            const std::optional<at::Tensor>& weight, int64_t reduction, int64_t ignore_index,
+                            double smoothing) {
+    auto [loss, lse, total_weight] = xent_forward_below(self, target, weight, reduction, ignore_index, smoothing);
+    ctx->save_for_backward({self, target, lse, total_weight});
+    ctx->saved_data["weight"] = weight;
+    ctx->saved_data["reduction"] = reduction;
+    ctx->saved_data["ignore_index"] = ignore_index;
+    ctx->saved_data["smoothing"] = smoothing;
+    return loss;
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const std::optional<at::Tensor> w = ctx->saved_data["weight"].toOptional<at::Tensor>();
+    const int64_t reduction = ctx->saved_data["reduction"].toInt();
+    const int64_t ignore_index = ctx->saved_data["ignore_index"].toInt();
+    const double smoothing = ctx->saved_data["smoothing"].toDouble();
+    const at::Tensor grad =
+        at::GradMode::is_enabled()
+            ? xent_backward_composite(grads[0], saved[0], saved[1], w, reduction, ignore_index, smoothing, saved[3])
+            : xent_backward_below(grads[0], saved[0], saved[1], w, reduction, ignore_index, smoothing, saved[2], saved[3]);
+    return {grad, at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
+  }
+};
+
+at::Tensor cross_entropy_autograd(const at::Tensor& self, const at::Tensor& target,
+                                  const std::optional<at::Tensor>& weight, int64_t reduction, int64_t ignore_index,
+                                  double label_smoothing) {
+  if (!records_grad(self))
+    return std::get<0>(xent_forward_below(self, target, weight, reduction, ignore_index, label_smoothing));
+  return CrossEntropyFunction::apply(self, target, weight, reduction, ignore_index, label_smoothing);
+}
+
+// The forward's three results carry no gradient (cross_entropy's does).
+std::tuple<at::Tensor, at::Tensor, at::Tensor> cross_entropy_forward_autograd(
+    const at::Tensor& self, const at::Tensor& target, const std::optional<at::Tensor>& weight, int64_t reduction,
+    int64_t ignore_index, double label_smoothing) {
+  return xent_forward_below(self, target, weight, reduction, ignore_index, label_smoothing);
+}
+
+at::Tensor cross_entropy_backward_autograd(const at::Tensor& grad, const at::Tensor& self, const at::Tensor& target,
+                                           const std::optional<at::Tensor>& weight, int64_t reduction,
+                                           int64_t ignore_index, double label_smoothing, const at::Tensor& lse,
+                                           const at::Tensor& total_weight) {
+  if (at::GradMode::is_enabled() && (grad.requires_grad() || self.requires_grad()))
+    return xent_backward_composite(grad, self, target, weight, reduction, ignore_index, label_smoothing, total_weight);
+  return xent_backward_below(grad, self, target, weight, reduction, ignore_index, label_smoothing, lse, total_weight);
+}
+
 }  // namespace
 
 // Every op's Autograd kernel, from the op table (ops.h).
 void register_autograd(torch::Library& m) {
 #define TREDUCE_AUTOGRAD(name, kernel, autograd, schema) m.impl(#name, &autograd);
-  TREDUCE_OPS(TREDUCE_AUTOGRAD)
+  TREDUCE_ALL_OPS(TREDUCE_AUTOGRAD)
 #undef TREDUCE_AUTOGRAD
 }
 

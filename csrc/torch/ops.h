@@ -55,3 +55,31 @@
     "(Tensor self, int? dim=None, bool keepdim=False) -> Tensor")                                                     \
   X(argmin, ArgKernel, arg_autograd<false>,                                                                           \
     "(Tensor self, int? dim=None, bool keepdim=False) -> Tensor")
+
+// softmax, log_softmax and their backwards (core/normalize.h), as aten's _softmax,
+// _log_softmax and their _backward_data: a dim, a result dtype (`dtype=` as torch.softmax's: the
+// input converted to it first) and, backward, the dtype of the forward's input; cross_entropy
+// (core/cross_entropy.h) with class-index targets, as F.cross_entropy, and its forward (the loss,
+// each sample's logsumexp and the mean's divisor, as nll_loss_forward's total_weight) and
+// backward. They join the table above wherever a step is per op (schemas, device kernels,
+// Autograd kernels).
+#define TREDUCE_NORMALIZING_OPS(X)                                                                                    \
+  X(softmax, SoftmaxKernel, softmax_autograd<SoftmaxOp::Softmax>,                                                     \
+    "(Tensor self, int dim, ScalarType? dtype=None) -> Tensor")                                                       \
+  X(log_softmax, SoftmaxKernel, softmax_autograd<SoftmaxOp::LogSoftmax>,                                              \
+    "(Tensor self, int dim, ScalarType? dtype=None) -> Tensor")                                                       \
+  X(softmax_backward, SoftmaxBackwardKernel, softmax_backward_autograd<SoftmaxOp::SoftmaxBackward>,                   \
+    "(Tensor grad_output, Tensor output, int dim, ScalarType input_dtype) -> Tensor")                                 \
+  X(log_softmax_backward, SoftmaxBackwardKernel, softmax_backward_autograd<SoftmaxOp::LogSoftmaxBackward>,            \
+    "(Tensor grad_output, Tensor output, int dim, ScalarType input_dtype) -> Tensor")                                 \
+  X(cross_entropy, CrossEntropyKernel, cross_entropy_autograd,                                                        \
+    "(Tensor self, Tensor target, Tensor? weight=None, int reduction=1, int ignore_index=-100, "                      \
+    "float label_smoothing=0.0) -> Tensor")                                                                           \
+  X(cross_entropy_forward, CrossEntropyForwardKernel, cross_entropy_forward_autograd,                                 \
+    "(Tensor self, Tensor target, Tensor? weight=None, int reduction=1, int ignore_index=-100, "                      \
+    "float label_smoothing=0.0) -> (Tensor loss, Tensor lse, Tensor total_weight)")                                   \
+  X(cross_entropy_backward, CrossEntropyBackwardKernel, cross_entropy_backward_autograd,                              \
+    "(Tensor grad_output, Tensor self, Tensor target, Tensor? weight, int reduction, int ignore_index, "              \
+    "float label_smoothing, Tensor lse, Tensor total_weight) -> Tensor")
+
+#define TREDUCE_ALL_OPS(X) TREDUCE_OPS(X) TREDUCE_NORMALIZING_OPS(X)

@@ -18,6 +18,8 @@
 
 #include "../core/dtype.h"
 #include "../core/layout.h"
+#include "../core/cross_entropy.h"
+#include "../core/normalize.h"
 #include "../core/reduce_ops.h"
 #include "../core/variant.h"
 #include "ops.h"
@@ -137,16 +139,52 @@ using CountKernel = at::Tensor (*)(const at::Tensor&, at::OptionalIntArrayRef);
 using AMinMaxKernel = std::tuple<at::Tensor, at::Tensor> (*)(const at::Tensor&, std::optional<int64_t>, bool);
 using MaxDimKernel = std::tuple<at::Tensor, at::Tensor> (*)(const at::Tensor&, int64_t, bool);
 using ArgKernel = at::Tensor (*)(const at::Tensor&, std::optional<int64_t>, bool);
+using SoftmaxKernel = at::Tensor (*)(const at::Tensor&, int64_t, std::optional<at::ScalarType>);
+using SoftmaxBackwardKernel = at::Tensor (*)(const at::Tensor&, const at::Tensor&, int64_t, at::ScalarType);
+using CrossEntropyKernel = at::Tensor (*)(const at::Tensor&, const at::Tensor&, const std::optional<at::Tensor>&,
+                                          int64_t, int64_t, double);
+using CrossEntropyForwardKernel = std::tuple<at::Tensor, at::Tensor, at::Tensor> (*)(
+    const at::Tensor&, const at::Tensor&, const std::optional<at::Tensor>&, int64_t, int64_t, double);
+using CrossEntropyBackwardKernel = at::Tensor (*)(const at::Tensor&, const at::Tensor&, const at::Tensor&,
+                                                  const std::optional<at::Tensor>&, int64_t, int64_t, double,
+                                                  const at::Tensor&, const at::Tensor&);
 // One device's kernel of each op (ops.h), by name: a table filled field by field, so that no
 // kernel can land in another op's place; register_kernels checks every one is set.
 struct DeviceKernels {
 #define TREDUCE_FIELD(name, kernel, autograd, schema) kernel name = nullptr;
-  TREDUCE_OPS(TREDUCE_FIELD)
+  TREDUCE_ALL_OPS(TREDUCE_FIELD)
 #undef TREDUCE_FIELD
 };
 // (Built once: the override asks for them on every call it routes.)
 const DeviceKernels& cpu_kernels();
 const DeviceKernels& cuda_kernels();  // only in a build with CUDA
+
+// cross_entropy's forward and backward: torch's checks (the class dim 1, or 0 for a (C,) input;
+// Long targets of the other dims' shape; a (C,) weight of the logits' dtype; label smoothing in
+// [0, 1]), contiguous inputs, the results allocated (loss in the logits' dtype, logsumexp and
+// total weight in the accumulator's: float32, float64 for float64 logits) and, forward, the
+// per-sample workspace. `check_targets`: the CPU's IndexError for a target out of range (CUDA
+// cannot look without synchronising).
+struct PreparedCrossEntropy {
+  CrossEntropyArgs args;
+  at::Tensor x, target, weight, loss, lse, total_weight, workspace, grad, grad_x;
+};
+PreparedCrossEntropy prepare_cross_entropy(const at::Tensor& self, const at::Tensor& target,
+                                           const std::optional<at::Tensor>& weight, int64_t reduction,
+                                           int64_t ignore_index, double label_smoothing, bool check_targets);
+PreparedCrossEntropy prepare_cross_entropy_backward(const at::Tensor& grad, const at::Tensor& self,
+                                                    const at::Tensor& target, const std::optional<at::Tensor>& weight,
+                                                    int64_t reduction, int64_t ignore_index, double label_smoothing,
+                                                    const at::Tensor& lse, const at::Tensor& total_weight);
+
+// The normalizing ops' fields of a device's table (torch/cpu/normalize_cpu.cpp,
+// torch/cuda/normalize_cuda.cpp).
+namespace cpu {
+void set_normalizing_kernels(DeviceKernels& k);
+}
+namespace cuda {
+void set_normalizing_kernels(DeviceKernels& k);
+}
 
 // Registers one device's kernels as the treduce ops of its dispatch key (in the device's
 // TORCH_LIBRARY_IMPL): one list of op names for every device.
@@ -160,5 +198,19 @@ using DimFlags = c10::SmallVector<bool, kInlineDims>;
 // Which of ndim dims `dim` reduces: all of them for None or [], else the listed ones, wrapped
 // as torch wraps them; torch's errors for a dim out of range or repeated.
 DimFlags reduced_dims(int64_t ndim, at::OptionalIntArrayRef dim);
+
+// softmax and log_softmax (forward: self, dim, dtype) and their backwards (grad_output, output,
+// dim, input_dtype): torch's checks, the result allocated (contiguous, as torch's), the inputs
+// made contiguous (and converted where dtype= asks for a pair the kernels do not take), the
+// dims as (outer, size, inner). `convert_to` is set where the kernels write another dtype than
+// the one asked for (a backward into a dtype they do not pair): the caller converts `out` to it.
+struct PreparedSoftmax {
+  NormalizeArgs args;
+  at::Tensor x, y, out;
+  std::optional<at::ScalarType> convert_to;
+};
+PreparedSoftmax prepare_softmax(SoftmaxOp op, const at::Tensor& self, int64_t dim, std::optional<at::ScalarType> dtype);
+PreparedSoftmax prepare_softmax_backward(SoftmaxOp op, const at::Tensor& grad, const at::Tensor& output, int64_t dim,
+                                         at::ScalarType input_dtype);
 
 }  // namespace treduce

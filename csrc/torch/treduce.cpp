@@ -870,7 +870,7 @@ void register_kernels(torch::Library& m, const DeviceKernels& k) {
 #define TREDUCE_IMPL(name, kernel, autograd, schema)                                         \
   TORCH_CHECK(k.name != nullptr, "the device's kernel table has no " #name); \
   m.impl(#name, k.name);
-  TREDUCE_OPS(TREDUCE_IMPL)
+  TREDUCE_ALL_OPS(TREDUCE_IMPL)
 #undef TREDUCE_IMPL
 }
 
@@ -883,7 +883,7 @@ VariantTable cuda_variants() { return {nullptr, 0}; }
 TORCH_LIBRARY(treduce, m) {
   // The ops (ops.h).
 #define TREDUCE_DEF(name, kernel, autograd, schema) m.def(#name schema);
-  TREDUCE_OPS(TREDUCE_DEF)
+  TREDUCE_ALL_OPS(TREDUCE_DEF)
 #undef TREDUCE_DEF
   // The exact sum's state (exact.h), for sums whose partial states are added elsewhere (across
   // processes, by an integer all-reduce): the reduced shape plus a dim of int64 words. Rounded

@@ -9,6 +9,8 @@
 
 #include "../dtype.h"
 #include "../layout.h"
+#include "../cross_entropy.h"
+#include "../normalize.h"
 #include "../reduce_ops.h"
 #include "../variant.h"
 #include "plan.h"
@@ -86,5 +88,12 @@ cudaError_t launch_repeat(const RepeatPlan& p, const void* src, void* out, const
 // else: the bandwidth ceiling the benchmark compares against. See read_probe.cu.
 cudaError_t launch_read_probe(const void* data, int64_t bytes, unsigned* out, cudaStream_t stream,
                               int sm_count);
+
+// softmax, log_softmax and their backwards (normalize.h) on `stream`; never synchronises.
+cudaError_t launch_normalize(const NormalizeArgs& a, cudaStream_t stream);
+
+// cross_entropy (cross_entropy.h): forward (a.sample_loss and a.sample_weight: workspace of
+// outer * inner accumulators each, unless reduction none) or backward, on `stream`.
+cudaError_t launch_cross_entropy(const CrossEntropyArgs& a, bool backward, cudaStream_t stream);
 
 }  // namespace treduce::cuda

@@ -360,6 +360,7 @@ const DeviceKernels& cuda_kernels() {
     k.min = &cuda::max_dim_cuda<ReduceOp::MinDim>;
     k.argmax = &cuda::arg_cuda<ReduceOp::ArgMax>;
     k.argmin = &cuda::arg_cuda<ReduceOp::ArgMin>;
+    cuda::set_normalizing_kernels(k);
     return k;
   }();
   return table;

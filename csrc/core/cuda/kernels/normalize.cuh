@@ -1,0 +1,363 @@
+// softmax, log_softmax and their backwards on the GPU (core/normalize.h says what each computes),
+// over a contiguous tensor seen as (outer, size, inner):
+//  - rows (inner == 1) that a warp holds in registers: kLanes lanes a row (several rows a warp
+//    for short ones), kPacks loads a lane of kVec elements (16 bytes where every row starts on
+//    16 bytes, else single elements): one read and one write;
+//  - longer rows: a block a row; forward, the running maximum and sum of exps in one read
+//    (ExpSum), then a second read that writes. The first part of the row is kept in shared memory
+//    on the way (up to kRowCacheBytes), so the second read takes it from there and the rest from
+//    L2 (one block a multiprocessor while it caches: the rows in flight fit L2);
+//  - columns (inner > 1): 32 adjacent columns a block (coalesced), Y threads down each, their
+//    statistics combined in y order through shared memory, then the same threads write.
+#pragma once
+
+#include "../../normalize.h"
+#include "common.cuh"
+
+namespace treduce::cuda::norm {
+
+inline constexpr int kWarpRowsBlock = 128;    // 4 warps
+inline constexpr int kBlockRowThreads = 512;
+inline constexpr int kRowCacheBytes = 160 << 10;
+inline constexpr int kRowCacheLeast = 32 << 10;  // rows with fewer bytes are not cached (L2 holds them)
+inline constexpr int kUnroll = 4;             // loads a thread issues before using them
+
+template <class T, int N>
+struct alignas(sizeof(T) * N) Pack {
+  T v[N];
+};
+
+template <class In, class Acc>
+__device__ __forceinline__ Acc load_as(const In* p, int64_t i) {
+  return element_cast<Acc>(p[i]);
+}
+
+// Shuffle reductions within groups of kLanes lanes (xor masks below kLanes: fixed pairs).
+template <int kLanes, class Acc>
+__device__ __forceinline__ Acc group_max(Acc v) {
+#pragma unroll
+  for (int m = kLanes / 2; m > 0; m /= 2) v = norm_max(v, __shfl_xor_sync(0xffffffffu, v, m));
+  return v;
+}
+
+template <int kLanes, class Acc>
+__device__ __forceinline__ Acc group_sum(Acc v) {
+#pragma unroll
+  for (int m = kLanes / 2; m > 0; m /= 2) v += __shfl_xor_sync(0xffffffffu, v, m);
+  return v;
+}
+
+template <class Acc>
+__device__ __forceinline__ ExpSum<Acc> warp_exp_sum(ExpSum<Acc> s) {
+#pragma unroll
+  for (int m = 16; m > 0; m /= 2) {
+    const ExpSum<Acc> o{__shfl_xor_sync(0xffffffffu, s.max, m), __shfl_xor_sync(0xffffffffu, s.sum, m)};
+    s = ExpSum<Acc>::combine(s, o);
+  }
+  return s;
+}
+
+// Rows in registers: kLanes lanes a row, 32 / kLanes rows a warp; lane l of a row holds its
+// packs l, l + kLanes, ... (kPacks of them, kVec elements each). Rows past the last, and
+// elements past a row's end, take part in no sum.
+template <SoftmaxOp kOp, class In, class Out, class Acc, int kLanes, int kPacks, int kVec>
+__global__ void __launch_bounds__(kWarpRowsBlock)
+    warp_rows_kernel(const In* __restrict__ x, const In* __restrict__ y, Out* __restrict__ out, int64_t rows, int size) {
+  using InPack = Pack<In, kVec>;
+  using OutPack = Pack<Out, kVec>;
+  constexpr int kRowsPerWarp = 32 / kLanes;
+  const int64_t row = (int64_t(blockIdx.x) * (kWarpRowsBlock / 32) + threadIdx.x / 32) * kRowsPerWarp +
+                      (threadIdx.x % 32) / kLanes;
+  const int lane = threadIdx.x % kLanes;
+  const bool live = row < rows;
+  const int64_t start = (live ? row : 0) * size;
+  Acc v[kPacks][kVec], w[kPacks][kVec];
+#pragma unroll
+  for (int j = 0; j < kPacks; ++j) {
+    const int first = (lane + kLanes * j) * kVec;
+    if (live && first < size) {
+      // (with kVec > 1 every row is whole packs: size % kVec == 0)
+      const InPack p = *reinterpret_cast<const InPack*>(x + start + first);
+#pragma unroll
+      for (int e = 0; e < kVec; ++e) v[j][e] = element_cast<Acc>(p.v[e]);
+      if constexpr (is_backward(kOp)) {
+        const InPack q = *reinterpret_cast<const InPack*>(y + start + first);
+#pragma unroll
+        for (int e = 0; e < kVec; ++e) w[j][e] = element_cast<Acc>(q.v[e]);
+      }
+    } else {
+#pragma unroll
+      for (int e = 0; e < kVec; ++e) v[j][e] = Acc(0), w[j][e] = Acc(0);
+    }
+  }
+  const auto in_row = [&](int j) { return live && (lane + kLanes * j) * kVec < size; };
+  Acc a = Acc(0), b = Acc(0);
+  if constexpr (!is_backward(kOp)) {
+    a = -INFINITY;
+#pragma unroll
+    for (int j = 0; j < kPacks; ++j)
+      if (in_row(j)) {
+#pragma unroll
+        for (int e = 0; e < kVec; ++e) a = norm_max(a, v[j][e]);
+      }
+    a = group_max<kLanes>(a);
+#pragma unroll
+    for (int j = 0; j < kPacks; ++j)
+      if (in_row(j)) {
+#pragma unroll
+        for (int e = 0; e < kVec; ++e) b += norm_exp(v[j][e] - a);
+      }
+    b = group_sum<kLanes>(b);
+  } else {
+#pragma unroll
+    for (int j = 0; j < kPacks; ++j)
+#pragma unroll
+      for (int e = 0; e < kVec; ++e) a += backward_term<kOp, Acc>(v[j][e], w[j][e]);  // zeros past the row
+    a = group_sum<kLanes>(a);
+  }
+#pragma unroll
+  for (int j = 0; j < kPacks; ++j) {
+    if (!in_row(j)) continue;
+    OutPack r;
+#pragma unroll
+    for (int e = 0; e < kVec; ++e) r.v[e] = element_cast<Out>(normalize_one<kOp, Acc>(v[j][e], w[j][e], a, b));
+    *reinterpret_cast<OutPack*>(out + start + (lane + kLanes * j) * kVec) = r;
+  }
+}
+
+// The block's combine of each warp's statistics (every lane of a warp holds its warp's), in
+// warp order, the result in every thread.
+template <class T, class Combine>
+__device__ __forceinline__ T block_combine(T v, const Combine& combine, T* shared) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;
+  if (lane == 0) shared[warp] = v;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    T u = shared[0];
+    for (int k = 1; k < warps; ++k) u = combine(u, shared[k]);
+    shared[32] = u;
+  }
+  __syncthreads();
+  return shared[32];
+}
+
+// A block a row. kVec elements a load (16-byte packs where the row's start in x, y and out
+// allows, else single elements: kVec 1), kUnroll loads in flight a thread; the row's first
+// `cached` packs of x (and y) kept in dynamic shared memory by the first read for the second.
+template <SoftmaxOp kOp, class In, class Out, class Acc, int kVec>
+__global__ void __launch_bounds__(kBlockRowThreads)
+    block_rows_kernel(const In* __restrict__ x, const In* __restrict__ y, Out* __restrict__ out, int64_t size,
+                      int64_t cached) {
+  using InPack = Pack<In, kVec>;
+  using OutPack = Pack<Out, kVec>;
+  extern __shared__ __align__(16) unsigned char row_cache[];
+  InPack* cache_x = reinterpret_cast<InPack*>(row_cache);
+  InPack* cache_y = cache_x + cached;  // backward only
+  const int64_t row = blockIdx.x;
+  const InPack* xr = reinterpret_cast<const InPack*>(x + row * size);
+  const InPack* yr = is_backward(kOp) ? reinterpret_cast<const InPack*>(y + row * size) : nullptr;
+  OutPack* dst = reinterpret_cast<OutPack*>(out + row * size);
+  const int64_t packs = size / kVec;  // (kVec divides size where kVec > 1)
+  const int t = threadIdx.x, T = blockDim.x;
+  Acc a = Acc(0), b = Acc(0);
+  ExpSum<Acc> s = ExpSum<Acc>::identity();
+  Acc total = Acc(0);
+  for (int64_t k0 = t; k0 < packs; k0 += int64_t(T) * kUnroll) {
+    InPack p[kUnroll], q[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int64_t k = k0 + int64_t(u) * T;
+      if (k < packs) {
+        p[u] = xr[k];
+        if constexpr (is_backward(kOp)) q[u] = yr[k];
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int64_t k = k0 + int64_t(u) * T;
+      if (k >= packs) break;
+      if (k < cached) {
+        cache_x[k] = p[u];
+        if constexpr (is_backward(kOp)) cache_y[k] = q[u];
+      }
+#pragma unroll
+      for (int e = 0; e < kVec; ++e) {
+        if constexpr (is_backward(kOp))
+          total += backward_term<kOp, Acc>(element_cast<Acc>(p[u].v[e]), element_cast<Acc>(q[u].v[e]));
+        else
+          s.add(element_cast<Acc>(p[u].v[e]));
+      }
+    }
+  }
+  if constexpr (!is_backward(kOp)) {
+    __shared__ ExpSum<Acc> shared[33];
+    s = warp_exp_sum(s);
+    s = block_combine(s, [](ExpSum<Acc> u, ExpSum<Acc> v) { return ExpSum<Acc>::combine(u, v); }, shared);
+    a = s.max, b = s.sum;
+  } else {
+    __shared__ Acc shared[33];
+    total = group_sum<32>(total);
+    a = block_combine(total, [](Acc u, Acc v) { return u + v; }, shared);
+  }
+  // (block_combine's barriers also order the cache's stores before these loads)
+  for (int64_t k0 = t; k0 < packs; k0 += int64_t(T) * kUnroll) {
+    InPack p[kUnroll], q[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int64_t k = k0 + int64_t(u) * T;
+      if (k < packs) {
+        p[u] = k < cached ? cache_x[k] : xr[k];
+        if constexpr (is_backward(kOp)) q[u] = k < cached ? cache_y[k] : yr[k];
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int64_t k = k0 + int64_t(u) * T;
+      if (k >= packs) break;
+      OutPack r;
+#pragma unroll
+      for (int e = 0; e < kVec; ++e) {
+        const Acc yv = is_backward(kOp) ? element_cast<Acc>(q[u].v[e]) : Acc(0);
+        r.v[e] = element_cast<Out>(normalize_one<kOp, Acc>(element_cast<Acc>(p[u].v[e]), yv, a, b));
+      }
+      dst[k] = r;
+    }
+  }
+}
+
+// Columns of (outer, size, inner): a block 32 adjacent columns of one outer index (x) times Y
+// threads down (y), each thread the rows ty, ty + Y, ...; the Y statistics of a column combined
+// in y order by each of its threads.
+template <SoftmaxOp kOp, class In, class Out, class Acc>
+__global__ void __launch_bounds__(1024)
+    columns_kernel(const In* __restrict__ x, const In* __restrict__ y, Out* __restrict__ out, int64_t column_blocks,
+                   int64_t size, int64_t inner) {
+  __shared__ Acc first[32][33], second[32][33];
+  const int64_t o = blockIdx.x / column_blocks;
+  const int64_t i = (blockIdx.x % column_blocks) * 32 + threadIdx.x;
+  const int tx = threadIdx.x, ty = threadIdx.y, Y = blockDim.y;
+  const bool live = i < inner;
+  const int64_t base = o * size * inner + i;
+  if constexpr (!is_backward(kOp)) {
+    ExpSum<Acc> s = ExpSum<Acc>::identity();
+    if (live)
+      for (int64_t d = ty; d < size; d += Y) s.add(load_as<In, Acc>(x, base + d * inner));
+    first[ty][tx] = s.max, second[ty][tx] = s.sum;
+  } else {
+    Acc s = Acc(0);
+    if (live)
+      for (int64_t d = ty; d < size; d += Y)
+        s += backward_term<kOp, Acc>(load_as<In, Acc>(x, base + d * inner), load_as<In, Acc>(y, base + d * inner));
+    first[ty][tx] = s;
+  }
+  __syncthreads();
+  if (!live) return;
+  Acc a = Acc(0), b = Acc(0);
+  if constexpr (!is_backward(kOp)) {
+    ExpSum<Acc> s{first[0][tx], second[0][tx]};
+    for (int k = 1; k < Y; ++k) s = ExpSum<Acc>::combine(s, ExpSum<Acc>{first[k][tx], second[k][tx]});
+    a = s.max, b = s.sum;
+  } else {
+    for (int k = 0; k < Y; ++k) a += first[k][tx];
+  }
+  for (int64_t d = ty; d < size; d += Y) {
+    const int64_t at = base + d * inner;
+    const Acc yv = is_backward(kOp) ? load_as<In, Acc>(y, at) : Acc(0);
+    out[at] = element_cast<Out>(normalize_one<kOp, Acc>(load_as<In, Acc>(x, at), yv, a, b));
+  }
+}
+
+template <SoftmaxOp kOp, class In, class Out, class Acc, int kLanes, int kPacks, int kVec>
+cudaError_t launch_warp_rows(const In* x, const In* y, Out* out, int64_t rows, int size, cudaStream_t stream) {
+  constexpr int64_t kRowsPerBlock = kWarpRowsBlock / kLanes;
+  const int64_t blocks = (rows + kRowsPerBlock - 1) / kRowsPerBlock;
+  if (blocks > 0x7fffffff) return cudaErrorInvalidValue;
+  warp_rows_kernel<kOp, In, Out, Acc, kLanes, kPacks, kVec><<<unsigned(blocks), kWarpRowsBlock, 0, stream>>>(x, y, out, rows, size);
+  return cudaGetLastError();
+}
+
+// Rows in registers: the fewest lanes (4 to 32) that hold a row in up to packs_most<In> packs a
+// lane (32 elements of 2-byte types, 32 of 4-byte ones, 16 of 8-byte ones), for rows of whole
+// aligned packs; else 32 lanes of up to 32 single elements.
+template <class In>
+inline constexpr int kPacksMost = sizeof(In) == 2 ? 4 : 8;
+
+template <SoftmaxOp kOp, class In, class Out, class Acc>
+cudaError_t launch_rows_in_registers(const In* x, const In* y, Out* out, int64_t rows, int size, bool packs,
+                                     cudaStream_t stream) {
+  constexpr int kVec = 16 / sizeof(In);
+  if (packs) {
+    const int n = size / kVec;  // packs a row
+#define TREDUCE_WARP_ROWS(L, P) \
+  if (n <= L * P) return launch_warp_rows<kOp, In, Out, Acc, L, P, kVec>(x, y, out, rows, size, stream);
+    TREDUCE_WARP_ROWS(4, 1)
+    TREDUCE_WARP_ROWS(8, 1)
+    TREDUCE_WARP_ROWS(16, 1)
+    TREDUCE_WARP_ROWS(32, 1)
+    TREDUCE_WARP_ROWS(32, 2)
+    TREDUCE_WARP_ROWS(32, 4)
+    if constexpr (kPacksMost<In> == 8) {
+      TREDUCE_WARP_ROWS(32, 8)
+    }
+#undef TREDUCE_WARP_ROWS
+    return cudaErrorInvalidValue;
+  }
+#define TREDUCE_WARP_ROWS(P) \
+  if (size <= 32 * P) return launch_warp_rows<kOp, In, Out, Acc, 32, P, 1>(x, y, out, rows, size, stream);
+  TREDUCE_WARP_ROWS(1)
+  TREDUCE_WARP_ROWS(2)
+  TREDUCE_WARP_ROWS(4)
+  TREDUCE_WARP_ROWS(8)
+  TREDUCE_WARP_ROWS(16)
+  TREDUCE_WARP_ROWS(32)
+#undef TREDUCE_WARP_ROWS
+  return cudaErrorInvalidValue;
+}
+
+template <SoftmaxOp kOp, class In, class Out, class Acc, int kVec>
+cudaError_t launch_block_rows(const In* x, const In* y, Out* out, int64_t rows, int64_t size, cudaStream_t stream) {
+  constexpr int64_t kPackBytes = int64_t(sizeof(In)) * kVec * (is_backward(kOp) ? 2 : 1);
+  const int64_t packs = size / kVec;
+  const int64_t cached = packs * kPackBytes >= kRowCacheLeast ? std::min<int64_t>(packs, kRowCacheBytes / kPackBytes) : 0;
+  const size_t smem = size_t(cached * kPackBytes);
+  const auto kernel = block_rows_kernel<kOp, In, Out, Acc, kVec>;
+  if (smem > 0) {  // (a host call, per device: set on every launch that caches)
+    const cudaError_t set = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kRowCacheBytes));
+    if (set != cudaSuccess) return set;
+  }
+  // Short rows: fewer threads, about kUnroll loads each.
+  int threads = 128;
+  while (threads < kBlockRowThreads && int64_t(threads) * kUnroll * 2 <= packs) threads *= 2;
+  if (rows > 0x7fffffff) return cudaErrorInvalidValue;
+  kernel<<<unsigned(rows), threads, smem, stream>>>(x, y, out, size, cached);
+  return cudaGetLastError();
+}
+
+template <SoftmaxOp kOp, class In, class Out>
+cudaError_t launch(const NormalizeArgs& a, cudaStream_t stream) {
+  using Acc = std::conditional_t<std::is_same_v<In, double>, double, float>;
+  constexpr int kVec = 16 / sizeof(In);
+  const In* x = static_cast<const In*>(a.x);
+  const In* y = static_cast<const In*>(a.y);
+  Out* out = static_cast<Out*>(a.out_data);
+  if (a.inner > 1) {
+    const int64_t column_blocks = (a.inner + 31) / 32;
+    const int64_t blocks = a.outer * column_blocks;
+    if (blocks > 0x7fffffff) return cudaErrorInvalidValue;
+    // Y threads down: enough to fill the multiprocessors (2048 threads each), at least 4 rows each.
+    int Y = 1;
+    while (Y < 32 && blocks * Y * 32 < int64_t(a.sm_count) * 2048 && int64_t(Y) * 8 <= a.size) Y *= 2;
+    columns_kernel<kOp, In, Out, Acc><<<unsigned(blocks), dim3(32, Y), 0, stream>>>(x, y, out, column_blocks, a.size, a.inner);
+    return cudaGetLastError();
+  }
+  // Whole aligned packs: every row starts on 16 bytes in x and y, and on a pack of Out in out.
+  const bool packs = a.size % kVec == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0 &&
+                     (!is_backward(kOp) || reinterpret_cast<uintptr_t>(y) % 16 == 0) &&
+                     reinterpret_cast<uintptr_t>(out) % (sizeof(Out) * kVec) == 0;
+  const int64_t most = packs ? int64_t(32) * kPacksMost<In> * kVec : 1024;
+  if (a.size <= most) return launch_rows_in_registers<kOp, In, Out, Acc>(x, y, out, a.outer, int(a.size), packs, stream);
+  if (packs) return launch_block_rows<kOp, In, Out, Acc, kVec>(x, y, out, a.outer, a.size, stream);
+  return launch_block_rows<kOp, In, Out, Acc, 1>(x, y, out, a.outer, a.size, stream);
+}
+
+}  // namespace treduce::cuda::norm

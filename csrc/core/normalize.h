@@ -1,0 +1,101 @@
+// softmax, log_softmax and their backwards, torch-free: what each computes along one dim of a
+// contiguous tensor seen as (outer, size, inner), for the CPU loops (cpu/normalize.h) and the
+// CUDA kernels (cuda/kernels/normalize.cuh) alike.
+//   softmax      y = exp(x - m) / s          m = max(x), s = sum(exp(x - m))
+//   log_softmax  y = x - m - log(s)
+//   backwards    softmax: dx = y (g - sum(g y));  log_softmax: dx = g - exp(y) sum(g)
+// A row of -inf only, or holding +inf or NaN, is NaN throughout, as torch's (exp(inf - inf) is
+// NaN and reaches the sum).
+#pragma once
+
+#include <math.h>
+
+#include <cstdint>
+
+#include "convert.h"
+#include "dtype.h"
+
+namespace treduce {
+
+enum class SoftmaxOp : int8_t { Softmax, LogSoftmax, SoftmaxBackward, LogSoftmaxBackward };
+
+constexpr bool is_backward(SoftmaxOp op) { return op == SoftmaxOp::SoftmaxBackward || op == SoftmaxOp::LogSoftmaxBackward; }
+constexpr bool is_log(SoftmaxOp op) { return op == SoftmaxOp::LogSoftmax || op == SoftmaxOp::LogSoftmaxBackward; }
+
+// One call, on contiguous tensors. Forward: x the input (dtype `in`), y unused, out the result
+// (`out`: `in`, or float32 for a 16-bit float input, torch's half_to_float). Backward: x the
+// incoming gradient and y the forward's result (both `in`), out the gradient of the forward's
+// input (`out`: `in`, or a 16-bit float where the forward widened it).
+struct NormalizeArgs {
+  SoftmaxOp op = SoftmaxOp::Softmax;
+  DType in = DType::Float, out = DType::Float;
+  const void* x = nullptr;
+  const void* y = nullptr;
+  void* out_data = nullptr;
+  int64_t outer = 1, size = 1, inner = 1;
+  int sm_count = 132;  // the GPU's multiprocessors (grid sizes)
+};
+
+// Whether (in, out) is a pair the kernels take (other dtype= requests convert the input first).
+constexpr bool normalize_pair(SoftmaxOp op, DType in, DType out) {
+  const bool lowp = in == DType::Half || in == DType::BFloat16;
+  if (in == out) return lowp || in == DType::Float || in == DType::Double;
+  if (is_backward(op)) return in == DType::Float && (out == DType::Half || out == DType::BFloat16);
+  return lowp && out == DType::Float;
+}
+
+TREDUCE_HOST_DEVICE float norm_exp(float v) { return expf(v); }
+TREDUCE_HOST_DEVICE double norm_exp(double v) { return exp(v); }
+TREDUCE_HOST_DEVICE float norm_log(float v) { return logf(v); }
+TREDUCE_HOST_DEVICE double norm_log(double v) { return log(v); }
+
+// The maximum that keeps a NaN once seen (as torch's).
+template <class Acc>
+TREDUCE_HOST_DEVICE Acc norm_max(Acc m, Acc v) {
+  return (v > m || v != v) ? v : m;
+}
+
+// The running maximum and sum of exp(x - max) of a row's elements in any order (one read), as
+// a block of the CUDA kernels keeps it. A new maximum rescales the sum; exp(x - x) keeps
+// torch's NaN for an infinite maximum.
+template <class Acc>
+struct ExpSum {
+  Acc max, sum;
+  TREDUCE_HOST_DEVICE static ExpSum identity() { return {-INFINITY, Acc(0)}; }
+  TREDUCE_HOST_DEVICE void add(Acc x) {
+    if (x > max) {
+      sum = sum * norm_exp(max - x) + norm_exp(x - x);
+      max = x;
+    } else if (!(x == max && x == -INFINITY)) {
+      sum += norm_exp(x - max);  // NaN (x or max) makes the sum NaN
+    }  // (-inf while the maximum is -inf adds 0, as it will to any finite maximum found later)
+  }
+  TREDUCE_HOST_DEVICE static ExpSum combine(ExpSum a, ExpSum b) {
+    if (b.max > a.max) {
+      const ExpSum t = a;
+      a = b, b = t;
+    }
+    // a.max >= b.max, or one is NaN; two rows of -inf only keep sum 0.
+    if (b.sum == Acc(0)) return a;
+    return {a.max, a.sum + b.sum * norm_exp(b.max - a.max)};
+  }
+};
+
+// The result of element x (forward) or of gradient g and result y (backward) of a row, given
+// the row's statistics: (max, sum) forward, (sum(g y) or sum(g), unused) backward.
+template <SoftmaxOp kOp, class Acc>
+TREDUCE_HOST_DEVICE Acc normalize_one(Acc x, Acc y, Acc a, Acc b) {
+  if constexpr (kOp == SoftmaxOp::Softmax) return norm_exp(x - a) / b;
+  else if constexpr (kOp == SoftmaxOp::LogSoftmax) return x - a - norm_log(b);
+  else if constexpr (kOp == SoftmaxOp::SoftmaxBackward) return y * (x - a);
+  else return x - norm_exp(y) * a;
+}
+
+// What a backward row sums: g y (softmax) or g (log_softmax).
+template <SoftmaxOp kOp, class Acc>
+TREDUCE_HOST_DEVICE Acc backward_term(Acc g, Acc y) {
+  if constexpr (kOp == SoftmaxOp::SoftmaxBackward) return g * y;
+  else return g;
+}
+
+}  // namespace treduce
