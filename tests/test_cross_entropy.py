@@ -173,11 +173,14 @@ def test_override_routes_the_loss_whole(device):
         la.backward()
     lb = F.cross_entropy(b, t, weight=w, label_smoothing=0.1)
     lb.backward()
-    assert ov.routed == {"cross_entropy": 1} and not ov.fallback, (ov.routed, ov.fallback)
+    if device == "cpu":  # torch's composite, its log_softmax counted (slower here)
+        assert "cross_entropy" not in ov.routed and ov.fallback_reasons == {"slower here": 2}, ov.fallback_reasons
+    else:
+        assert ov.routed == {"cross_entropy": 1} and not ov.fallback, (ov.routed, ov.fallback)
     torch.testing.assert_close(la, lb)
     torch.testing.assert_close(a.grad, b.grad, rtol=1e-4, atol=1e-6)
     probabilities = torch.softmax(torch.randn(64, 500, generator=gen, device=device), 1)
     with torch_reduce.override() as ov:
         got = F.cross_entropy(x, probabilities)
-    assert ov.fallback_reasons["class probabilities"] == 1, ov.fallback_reasons
+    assert ov.fallback_reasons["class probabilities"] == (0 if device == "cpu" else 1), ov.fallback_reasons
     torch.testing.assert_close(got, F.cross_entropy(x, probabilities))

@@ -93,7 +93,8 @@ def test_training_matches_torch(device, mode):
     assert ov.routed["sum"] >= 2 * STEPS and ov.routed["amax"] >= STEPS and ov.routed["mean"] >= STEPS
     if mode == "dispatcher":
         assert ov.routed["sum"] >= 2 * STEPS + 4 * STEPS
-    assert not ov.fallback
+    # (the loss's softmax family stays torch's on the CPU, by choice: "slower here")
+    assert set(ov.fallback_reasons) <= ({"slower here"} if device == "cpu" else set()), ov.fallback_reasons
 
 
 @pytest.mark.slow  # inductor compiles a forward and a backward: 20 s on two cores, 100 s cold

@@ -225,7 +225,11 @@ def test_override_routes_softmax_and_its_backward(device):
             ya.backward(torch.ones_like(ya))
         yb = fn(b, 1)
         yb.backward(torch.ones_like(yb))
-        assert ov.routed[name] == 1 and ov.routed[name + "_backward"] == 1 and not ov.fallback, (ov.routed, ov.fallback)
+        if device == "cpu":  # torch's, by choice (csrc/torch/aten_override.cpp: slower here)
+            assert not ov.routed and ov.fallback == {name: 1, name + "_backward": 1}, (ov.routed, ov.fallback)
+            assert ov.fallback_reasons == {"slower here": 2}
+        else:
+            assert ov.routed[name] == 1 and ov.routed[name + "_backward"] == 1 and not ov.fallback, ov.fallback
         torch.testing.assert_close(ya, yb)
         torch.testing.assert_close(a.grad, b.grad, rtol=1e-4, atol=1e-5)
     out = torch.empty(6, 300, device=device)
