@@ -24,7 +24,6 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import timing  # noqa: E402
 
 import torch_reduce  # noqa: E402
