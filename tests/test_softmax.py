@@ -238,8 +238,15 @@ def test_override_routes_softmax_and_its_backward(device):
     assert ov.fallback_reasons == {"out=": 1}
     torch.testing.assert_close(out, torch.softmax(x, 1))
     if device == "cuda":  # a 16-bit input widened (half_to_float): our float32 result
-        h = x.half()
+        h = torch.randn(6, 304, generator=gen, device=device).half()
         with torch_reduce.override() as ov:
             got = torch.softmax(h, 1, dtype=torch.float32)
         assert ov.routed["softmax"] == 1 and got.dtype == torch.float32
         torch.testing.assert_close(got, torch.softmax(h, 1, dtype=torch.float32))
+        # where ours measured slower than torch's kernel, torch's (core/normalize.h's normalize_cuda_wins)
+        y = torch.log_softmax(torch.randn(4, 4096, device=device), 1)
+        with torch_reduce.override() as ov:
+            torch.softmax(torch.randn(4, 197, device=device), 1)
+            torch.softmax(torch.randn(4, 4096, device=device).bfloat16(), 1)
+            torch.ops.aten._log_softmax_backward_data(torch.ones_like(y), y, 1, torch.float32)
+        assert not ov.routed and ov.fallback_reasons == {"slower here": 3}, (ov.routed, ov.fallback_reasons)

@@ -49,6 +49,24 @@ TREDUCE_HOST_DEVICE double norm_exp(double v) { return exp(v); }
 TREDUCE_HOST_DEVICE float norm_log(float v) { return logf(v); }
 TREDUCE_HOST_DEVICE double norm_log(double v) { return log(v); }
 
+// Whether the CUDA kernels (cuda/kernels/normalize.cuh) measured at or past torch's own for a
+// call: `size` elements along the dim, `inner` after it, `bytes` a read element, `packs` whether
+// rows are whole aligned 16-byte packs. override() routes aten's softmax family to ours only
+// there. H100, hot, us (benchmarks/results/h100/normalizing.md): rows of whole packs up to 1024
+// elements (a warp a row; bfloat16 (16384, 1024) 28.7 against torch's 35.4), float32 and float64
+// rows past them (a block a row; (4096, 32000) float32 573 against 652), columns (dim 0 of
+// (1000, 4096) 23 against 711), and every backward but log_softmax's over rows past 1024 win; not
+// 2-byte rows past 1024 (softmax over (2048, 128256) bfloat16 933 against 726), rows that are not
+// whole packs (softmax over rows of 197 float32 55.1 against 42.6), log_softmax's backward over
+// rows past 1024 (3239 against 2874 over (4096, 128256) float32).
+constexpr bool normalize_cuda_wins(SoftmaxOp op, int bytes, int64_t size, int64_t inner, bool packs) {
+  if (inner > 1 || size <= 1) return true;
+  if (op == SoftmaxOp::SoftmaxBackward) return true;
+  if (op == SoftmaxOp::LogSoftmaxBackward) return size <= 1024;
+  if (size <= 1024) return packs;
+  return bytes >= 4;
+}
+
 // The maximum that keeps a NaN once seen (as torch's).
 template <class Acc>
 TREDUCE_HOST_DEVICE Acc norm_max(Acc m, Acc v) {

@@ -35,6 +35,7 @@
 #include <ATen/ops/_softmax_backward_data_cpu_dispatch.h>
 #include <ATen/ops/_log_softmax_backward_data_cpu_dispatch.h>
 #include <ATen/ops/cross_entropy_loss_compositeimplicitautograd_dispatch.h>
+#include <c10/core/WrapDimMinimal.h>
 #include <c10/util/Exception.h>
 #include <torch/library.h>
 
@@ -443,12 +444,25 @@ void impl_extrema(torch::Library& m) {
 // dtype=; on the CPU torch's own, whose rule for it differs by release) and their backwards.
 // On the CPU they stay torch's ("slower here"): our CPU loops take a scalar exp an element,
 // several times torch's vectorised kernels' time (2 threads, float32 softmax over rows of 32000:
-// 226 ms against 57), and a drop-in must not slow a model down.
+// 226 ms against 57), and a drop-in must not slow a model down. On CUDA likewise where ours
+// measured slower (normalize_cuda_wins).
+// On CUDA, where normalize_cuda_wins (core/normalize.h) says ours measured at or past torch's.
+bool cuda_softmax_wins(SoftmaxOp op, const at::Tensor& t, int64_t dim) {
+  if (t.dim() == 0 || t.numel() == 0) return true;
+  dim = c10::maybe_wrap_dim(dim, t.dim());
+  int64_t inner = 1;
+  for (int64_t d = dim + 1; d < t.dim(); ++d) inner *= t.size(d);
+  const int64_t size = t.size(dim), bytes = int64_t(t.element_size());
+  // (a non-contiguous input is copied first: the copy is aligned)
+  const bool aligned = !t.is_contiguous() || reinterpret_cast<uintptr_t>(t.const_data_ptr()) % 16 == 0;
+  return normalize_cuda_wins(op, int(bytes), size, inner, aligned && size % (16 / bytes) == 0);
+}
+
 template <class T>
-bool take_softmax(SoftmaxOp op, const at::Tensor& self, bool half_to_float) {
+bool take_softmax(SoftmaxOp op, const at::Tensor& self, bool half_to_float, int64_t dim) {
   Outcome o = Outcome::Routed;
   if (!floating(self.scalar_type())) o = Outcome::InputDtype;
-  else if (T::kKey == c10::DispatchKey::CPU) o = Outcome::SlowerHere;
+  else if (T::kKey == c10::DispatchKey::CPU || !cuda_softmax_wins(op, self, dim)) o = Outcome::SlowerHere;
   if (o == Outcome::Routed) return take(op, self, std::nullopt);
   g_counts[counter_of(op)][static_cast<int>(o)].fetch_add(1, std::memory_order_relaxed);
   return false;
@@ -457,20 +471,20 @@ bool take_softmax(SoftmaxOp op, const at::Tensor& self, bool half_to_float) {
 template <class T>
 void impl_normalizing(torch::Library& m) {
   m.impl("_softmax", +[](const at::Tensor& self, int64_t dim, bool half_to_float) {
-    return take_softmax<T>(SoftmaxOp::Softmax, self, half_to_float)
+    return take_softmax<T>(SoftmaxOp::Softmax, self, half_to_float, dim)
                ? T::ours().softmax(self, dim, half_to_float ? DtypeArg(at::kFloat) : std::nullopt)
                : T::torch().softmax(self, dim, half_to_float);
   });
   m.impl("_softmax.out", torch_out<T, SoftmaxOp::Softmax, &TorchKernels::softmax_out>);
   m.impl("_log_softmax", +[](const at::Tensor& self, int64_t dim, bool half_to_float) {
-    return take_softmax<T>(SoftmaxOp::LogSoftmax, self, half_to_float)
+    return take_softmax<T>(SoftmaxOp::LogSoftmax, self, half_to_float, dim)
                ? T::ours().log_softmax(self, dim, half_to_float ? DtypeArg(at::kFloat) : std::nullopt)
                : T::torch().log_softmax(self, dim, half_to_float);
   });
   m.impl("_log_softmax.out", torch_out<T, SoftmaxOp::LogSoftmax, &TorchKernels::log_softmax_out>);
   m.impl("_softmax_backward_data", +[](const at::Tensor& grad, const at::Tensor& output, int64_t dim,
                                        at::ScalarType input_dtype) {
-    return take_softmax<T>(SoftmaxOp::SoftmaxBackward, output, false) && grad.scalar_type() == output.scalar_type()
+    return take_softmax<T>(SoftmaxOp::SoftmaxBackward, output, false, dim) && grad.scalar_type() == output.scalar_type()
                ? T::ours().softmax_backward(grad, output, dim, input_dtype)
                : T::torch().softmax_backward(grad, output, dim, input_dtype);
   });
@@ -478,7 +492,7 @@ void impl_normalizing(torch::Library& m) {
          torch_out<T, SoftmaxOp::SoftmaxBackward, &TorchKernels::softmax_backward_out>);
   m.impl("_log_softmax_backward_data", +[](const at::Tensor& grad, const at::Tensor& output, int64_t dim,
                                            at::ScalarType input_dtype) {
-    return take_softmax<T>(SoftmaxOp::LogSoftmaxBackward, output, false) && grad.scalar_type() == output.scalar_type()
+    return take_softmax<T>(SoftmaxOp::LogSoftmaxBackward, output, false, dim) && grad.scalar_type() == output.scalar_type()
                ? T::ours().log_softmax_backward(grad, output, dim, input_dtype)
                : T::torch().log_softmax_backward(grad, output, dim, input_dtype);
   });

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "../core/cuda/plan_reduce.h"
+#include "../core/normalize.h"
 #include "treduce.h"
 
 namespace {
@@ -804,12 +805,27 @@ void check_launch_bounds() {
          "plan: every step's block within its kernel's launch bound (" + std::to_string(checked) + " steps, " +
              std::to_string(bad) + " outside; first " + first + ")");
 }
+// override()'s choice for aten's softmax family on CUDA (core/normalize.h): ours where it
+// measured at or past torch's kernel, torch's elsewhere.
+void check_normalize_routes() {
+  using treduce::SoftmaxOp;
+  using treduce::normalize_cuda_wins;
+  expect(normalize_cuda_wins(SoftmaxOp::Softmax, 2, 1024, 1, true), "softmax route: bfloat16 rows of 1024 packs");
+  expect(!normalize_cuda_wins(SoftmaxOp::Softmax, 4, 197, 1, false), "softmax route: not rows of 197 elements");
+  expect(!normalize_cuda_wins(SoftmaxOp::Softmax, 2, 128256, 1, true), "softmax route: not 2-byte rows past 1024");
+  expect(normalize_cuda_wins(SoftmaxOp::LogSoftmax, 4, 128256, 1, true), "softmax route: float32 rows past 1024");
+  expect(normalize_cuda_wins(SoftmaxOp::Softmax, 4, 1000, 4096, false), "softmax route: columns");
+  expect(normalize_cuda_wins(SoftmaxOp::SoftmaxBackward, 2, 128256, 1, true), "softmax route: softmax's backward");
+  expect(!normalize_cuda_wins(SoftmaxOp::LogSoftmaxBackward, 4, 32000, 1, true),
+         "softmax route: not log_softmax's backward past 1024");
+}
 }  // namespace
 
 int main() {
   check_segments_per_row();
   check_plans();
   check_launch_bounds();
+  check_normalize_routes();
   check_repeat_plans();
   at::manual_seed(0x5eed);
   check_device(at::Device(at::kCPU));
