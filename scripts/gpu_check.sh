@@ -93,6 +93,12 @@ if has sanitize; then
     errors=$(grep -Eo 'ERROR SUMMARY: [0-9]+ error|RACECHECK SUMMARY: [0-9]+ hazard[s]? displayed' "$LOGS/sanitize_$tool.log" | tail -1)
     cases=$(grep -Eo 'sanitize_cases: .*' "$LOGS/sanitize_$tool.log" | tail -1)
     note "sanitize $tool: exit $rc; ${errors:-no summary line}; ${cases:-no result line} ($((SECONDS - start)) s)"
+    # the normalizing ops' kernels (softmax family, cross_entropy), every path once
+    PYTORCH_NO_CUDA_MEMORY_CACHING=1 timeout "${SANITIZE_TIMEOUT:-600}" compute-sanitizer --tool "$tool" \
+      --error-exitcode 99 --print-limit 20 python3 scripts/sanitize_normalizing.py > "$LOGS/sanitize_norm_$tool.log" 2>&1
+    rc=$?
+    errors=$(grep -Eo 'ERROR SUMMARY: [0-9]+ error|RACECHECK SUMMARY: [0-9]+ hazard[s]? displayed' "$LOGS/sanitize_norm_$tool.log" | tail -1)
+    note "sanitize $tool (normalizing ops): exit $rc; ${errors:-no summary line}"
   done
 fi
 

@@ -1,0 +1,38 @@
+"""Every CUDA path of the normalizing ops once, for compute-sanitizer (scripts/gpu_check.sh runs
+scripts/sanitize_cases.py for the reductions):
+
+    compute-sanitizer --tool memcheck python scripts/sanitize_normalizing.py
+
+softmax family: rows in registers (packs and elements), block rows (cached, not cached,
+elements), columns; cross_entropy: rows (packs and elements), columns, the reduction, backwards."""
+import torch, torch.nn.functional as F, torch_reduce
+torch.manual_seed(3)
+def close(a, b, tol=2e-2):
+    torch.testing.assert_close(a.float(), b.float(), rtol=tol, atol=tol, equal_nan=True)
+cases = [((37, 128), torch.float32, -1), ((9, 1024), torch.bfloat16, -1), ((50, 40), torch.float16, 1),
+         ((7, 33), torch.float32, 1), ((5, 999), torch.float32, -1), ((3, 32000), torch.float32, -1),
+         ((4, 2000), torch.bfloat16, -1), ((3, 4099), torch.float32, -1), ((70, 3, 50), torch.float32, 0),
+         ((2, 300, 17), torch.bfloat16, 1), ((3, 20000), torch.float64, -1), ((6, 100), torch.float64, 1)]
+for shape, dtype, dim in cases:
+    x = torch.randn(shape, device="cuda").to(dtype)
+    for name in ("softmax", "log_softmax"):
+        y = getattr(torch_reduce, name)(x, dim); close(y, getattr(torch, name)(x, dim))
+        g = torch.randn_like(y)
+        close(getattr(torch_reduce, name + "_backward")(g, y, dim, dtype),
+              (torch.ops.aten._softmax_backward_data if name == "softmax" else torch.ops.aten._log_softmax_backward_data)(g, y, dim, dtype))
+    if dtype != torch.float32 and dtype != torch.float64:
+        close(torch_reduce.softmax(x, dim, dtype=torch.float32), torch.softmax(x, dim, dtype=torch.float32))
+for shape, dtype in [((16, 1000), torch.float32), ((5, 32001), torch.bfloat16), ((4, 32000), torch.bfloat16),
+                     ((3, 7, 9, 9), torch.float32), ((10,), torch.float16), ((6, 50), torch.float64)]:
+    x = torch.randn(shape, device="cuda").to(dtype)
+    C = shape[0] if len(shape) == 1 else shape[1]
+    t = torch.randint(0, C, () if len(shape) == 1 else (shape[0],) + shape[2:], device="cuda")
+    if t.dim(): t.view(-1)[::3] = -100
+    w = (torch.rand(C, device="cuda") + 0.5).to(dtype)
+    for red in ("none", "mean", "sum"):
+        for kw in (dict(), dict(weight=w, label_smoothing=0.1)):
+            a = x.clone().requires_grad_(); b = x.double().clone().requires_grad_()
+            la = torch_reduce.cross_entropy(a, t, reduction=red, **kw)
+            lb = F.cross_entropy(b, t, reduction=red, **{k: (v.double() if torch.is_tensor(v) else v) for k, v in kw.items()})
+            close(la, lb); la.sum().backward(); lb.sum().backward(); close(a.grad, b.grad)
+torch.cuda.synchronize(); print("sanitize_normalizing: every path ran")
