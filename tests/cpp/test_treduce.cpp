@@ -551,6 +551,29 @@ void check_plans() {
          "plan: transposed rows of two words are tiles along the result: " + plan_json(p));
   p = plan_reduce(h100, f32_sum, plan_input({16, 50257, 4}, {4, 64, 1}, {2}));
   expect(kernels(p) == "transpose_tile_kernel", "plan: ... rows of one word transpose tiles: " + kernels(p));
+  // Rows of 12 bfloat16 through three outer runs (count_nonzero over dim 3 of (28, 7, 768,
+  // 12).transpose(1, 2)): tile_kernel loads each row as three 8-byte units; off an 8-byte
+  // boundary, elements; rows of 16 (32 bytes) off a 16-byte boundary, elements too (the kernel
+  // reads any multiple of 16 bytes as 16-byte words, so 8-byte units would not do).
+  OpTraits bf16_count;
+  bf16_count.in_bytes = 2, bf16_count.acc_bytes = 8;
+  PlanInput rows12 = plan_input({28, 768, 7, 12}, {64512, 12, 9216, 1}, {3});
+  p = plan_reduce(h100, bf16_count, rows12);
+  expect(kernels(p) == "tile_kernel" && p.step[0].word == 24, "plan: rows of 12 bfloat16 as 8-byte units: " + plan_json(p));
+  rows12.address += 4;
+  p = plan_reduce(h100, bf16_count, rows12);
+  expect(kernels(p) == "tile_kernel" && p.step[0].word == 0, "plan: ... off 8 bytes, elements: " + plan_json(p));
+  rows12 = plan_input({28, 768, 7, 12}, {64512, 12, 9216, 1}, {3});
+  rows12.address += 8;
+  p = plan_reduce(h100, bf16_count, rows12);
+  expect(p.step[0].word == 24, "plan: ... on 8 bytes but not 16, units: " + plan_json(p));
+  PlanInput rows16 = plan_input({28, 768, 7, 16}, {86016, 16, 12288, 1}, {3});
+  rows16.address += 8;
+  p = plan_reduce(h100, bf16_count, rows16);
+  expect(kernels(p) != "tile_kernel" || p.step[0].word == 0, "plan: rows of 32 bytes off 16, elements: " + plan_json(p));
+  // A float32 row of 3 (12 bytes): units no wider than an element, elements.
+  p = plan_reduce(h100, f32_sum, plan_input({28, 768, 7, 3}, {16128, 3, 2304, 1}, {3}));
+  expect(kernels(p) != "tile_kernel" || p.step[0].word == 0, "plan: float32 rows of 3, elements: " + plan_json(p));
   // Rows of 27 (54 bytes, element loads): one pass under a Tuning::columns_one_pass_rows without
   // the bound.
   const PlanInput odd_columns = plan_input({40, 50257, 27}, {1356939, 27, 1}, {1});

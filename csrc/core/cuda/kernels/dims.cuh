@@ -1028,21 +1028,21 @@ __device__ __forceinline__ void load_word(const In* p, In (&e)[N]) {
   for (int r = 0; r < n; ++r) memcpy(&e[r], reinterpret_cast<const char*>(&w) + r * sizeof(In), sizeof(In));
 }
 
-// An output's elements as `words` aligned 16-byte words (its reduced run contiguous, 16 * words
-// bytes long, at most N elements).
-template <class In, int N>
-__device__ __forceinline__ void load_words(const In* p, In (&e)[N], int words) {
-  constexpr int kWords = (N * int(sizeof(In)) + 15) / 16;
-  uint4 w[kWords];
+// An output's elements as `units` aligned units W of 4, 8 or 16 bytes (its reduced run
+// contiguous, units * sizeof(W) bytes long, at most N elements).
+template <class W, class In, int N>
+__device__ __forceinline__ void load_units(const In* p, In (&e)[N], int units) {
+  constexpr int kUnits = (N * int(sizeof(In)) + int(sizeof(W)) - 1) / int(sizeof(W));
+  W w[kUnits];
 #pragma unroll
-  for (int q = 0; q < kWords; ++q) w[q] = q < words ? __ldg(reinterpret_cast<const uint4*>(p) + q) : uint4{};
+  for (int q = 0; q < kUnits; ++q) w[q] = q < units ? __ldg(reinterpret_cast<const W*>(p) + q) : W{};
   memcpy(e, w, sizeof(e) < sizeof(w) ? sizeof(e) : sizeof(w));
 }
 
-// `word`: 4, 8 or 16 where each output's reduced run is one aligned word of that many bytes
-// (rows of 8 uint8, of 8 bfloat16, of 4 float32), 32, 48 or 64 where it is that many bytes of
-// aligned 16-byte words (rows of 8 or 16 float32, of 16 bfloat16), loaded at once; 0, an element
-// a load. kR: the
+// `word`: the bytes of each output's reduced run where the planner found it contiguous and
+// aligned to its unit (plan_reduce.h's tile_units): 16-byte words where the bytes are a multiple
+// of 16 (rows of 4, 8 or 16 float32, of 8 or 16 bfloat16), else units of 8 or 4 bytes (rows of
+// 12 bfloat16: three of 8; of 2 float32: one of 8), loaded at once; 0, an element a load. kR: the
 // elements an output is unrolled for (plan.h's tile_unroll), at least l.reduced; each thread
 // takes kO = tile_outputs(kR) outputs along A, 2^a_bits apart (a block: kO << a_bits along A),
 // all their loads issued before any is used: the index arithmetic and the wait once for kO
@@ -1100,12 +1100,12 @@ tile_kernel(const typename R::In* x, Layout3 l, int a_bits, bool a_is_outer, int
       if (!live(k)) {
 #pragma unroll
         for (int r = 0; r < kR; ++r) e[k][r] = In();
-      } else if (word >= 16) {
-        load_words(p[k], e[k], word / 16);
-      } else if (word == 8) {
-        load_word<uint2>(p[k], e[k]);
-      } else if (word == 4) {
-        load_word<unsigned>(p[k], e[k]);
+      } else if (word > 0 && word % 16 == 0) {
+        load_units<uint4>(p[k], e[k], word / 16);
+      } else if (sizeof(In) < 8 && word > 0 && word % 8 == 0) {
+        load_units<uint2>(p[k], e[k], word / 8);
+      } else if (sizeof(In) < 4 && word > 0) {
+        load_units<unsigned>(p[k], e[k], word / 4);
       } else {
 #pragma unroll
         for (int r = 0; r < kR; ++r) e[k][r] = r < reduced ? p[k][r * step] : In();
