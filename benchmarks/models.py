@@ -8,12 +8,15 @@ the dispatcher mode (the default) and with the Python mode, interleaved:
 - pooling: an eager workload made of reductions: masked mean pooling of token states, the token
   count of a bool mask, the per-row max; the override must make it faster.
 
-    python benchmarks/models.py [--out bench_out] [--reps 15] [--quick] [--cases llama,pooling,llama-32k,llama-128k]
+    python benchmarks/models.py [--out bench_out] [--reps 15] [--quick] [--cases llama,pooling,llama-32k,llama-128k,vit]
 
 - llama-32k, llama-128k: the LLaMA-style configurations where the loss dominates (hidden 1024,
   vocab 32000, 4 x 512 tokens; hidden 2048, vocab 128256, 4 x 1024 tokens; 4 layers, bfloat16):
   their float32 cross-entropy over the vocabulary is F.cross_entropy, which the dispatcher mode
   routes whole to treduce.cross_entropy (one read of the logits forward, one backward).
+- vit: a ViT with ViT-B/16's widths (4 blocks, 64 images of 197 tokens, bfloat16 and float32):
+  its nn.LayerNorm calls are native_layer_norm and its backward, which the dispatcher mode routes
+  to treduce.layer_norm's ops.
 
 Each sample is the median time of one step over a run of steps (CUDA events), after warm-up;
 the table gives the median and the p10-p90 of the samples. Results and gradients are checked
@@ -97,6 +100,67 @@ class Decoder(nn.Module):
         for block in self.blocks:
             x = block(x, cos, sin)
         return self.head(self.norm(x))
+
+
+class VitBlock(nn.Module):
+    """A pre-norm ViT encoder block: nn.LayerNorm (aten's native_layer_norm and its backward),
+    attention through scaled_dot_product_attention, a GELU MLP."""
+
+    def __init__(self, dim, heads, hidden):
+        super().__init__()
+        self.heads = heads
+        self.norm1, self.norm2 = nn.LayerNorm(dim), nn.LayerNorm(dim)
+        self.qkv = nn.Linear(dim, 3 * dim)
+        self.proj = nn.Linear(dim, dim)
+        self.fc1, self.fc2 = nn.Linear(dim, hidden), nn.Linear(hidden, dim)
+
+    def forward(self, x):
+        b, t, d = x.shape
+        q, k, v = self.qkv(self.norm1(x)).view(b, t, 3, self.heads, d // self.heads).transpose(1, 3).unbind(2)
+        x = x + self.proj(F.scaled_dot_product_attention(q, k, v).transpose(1, 2).reshape(b, t, d))
+        return x + self.fc2(F.gelu(self.fc1(self.norm2(x))))
+
+
+class Vit(nn.Module):
+    """ViT-B/16's widths (768, 12 heads, MLP 3072) over 196 patches of a 224 image and a class
+    token, `layers` blocks, 1000 classes."""
+
+    def __init__(self, layers=4, dim=768, heads=12, hidden=3072, classes=1000):
+        super().__init__()
+        self.patch = nn.Conv2d(3, dim, 16, 16)
+        self.cls = nn.Parameter(torch.zeros(1, 1, dim))
+        self.pos = nn.Parameter(torch.randn(1, 197, dim) * 0.02)
+        self.blocks = nn.ModuleList(VitBlock(dim, heads, hidden) for _ in range(layers))
+        self.norm = nn.LayerNorm(dim)
+        self.head = nn.Linear(dim, classes)
+
+    def forward(self, images):
+        x = self.patch(images).flatten(2).transpose(1, 2)
+        x = torch.cat([self.cls.expand(x.shape[0], -1, -1), x], 1) + self.pos
+        for block in self.blocks:
+            x = block(x)
+        return self.head(self.norm(x)[:, 0])
+
+
+def vit_step(model, images, labels):
+    loss = F.cross_entropy(model(images).float(), labels)
+    loss.backward()
+    return loss.detach()
+
+
+def check_vit(model, images, labels):
+    results = {}
+    for mode in MODES:
+        model.zero_grad()
+        with MODES[mode]():
+            loss = vit_step(model, images, labels)
+        results[mode] = (loss, [p.grad.clone() for p in model.parameters()])
+    loss, grads = results["torch"]
+    tol = dict(rtol=5e-2, atol=5e-2) if model.head.weight.dtype == torch.bfloat16 else dict(rtol=1e-3, atol=1e-4)
+    for mode in ("dispatcher", "python"):
+        torch.testing.assert_close(results[mode][0], loss, **tol)
+        for g, h in zip(results[mode][1], grads):
+            torch.testing.assert_close(g, h, **tol)
 
 
 # The loss-heavy configurations: (vocab, hidden, heads, MLP hidden, batch, tokens).
@@ -190,7 +254,7 @@ def main(argv=None) -> int:
     parser.add_argument("--out", type=Path, default=Path("bench_out"))
     parser.add_argument("--reps", type=int, default=15)
     parser.add_argument("--quick", action="store_true", help="smaller models, 3 repetitions")
-    parser.add_argument("--cases", default="llama,pooling", help="from llama, pooling, llama-32k, llama-128k")
+    parser.add_argument("--cases", default="llama,pooling", help="from llama, pooling, llama-32k, llama-128k, vit")
     args = parser.parse_args(argv)
     cases = set(args.cases.split(","))
     if not torch.cuda.is_available():
@@ -210,6 +274,17 @@ def main(argv=None) -> int:
         name = f"{case} bfloat16 {batch_n}x{tokens_n}"
         result = run_case(name, lambda: (lambda: llama_step(model, tokens)), lambda: check_llama(model, tokens),
                           reps, 3, routed)
+        rows += result.values()
+        del model
+        torch.cuda.empty_cache()
+    for dtype in (torch.bfloat16, torch.float32) if "vit" in cases else ():
+        model = Vit().to("cuda", dtype)
+        n = 8 if args.quick else 64
+        images = torch.randn(n, 3, 224, 224, device="cuda", dtype=dtype)
+        labels = torch.randint(0, 1000, (n,), device="cuda")
+        name = f"vit {str(dtype).removeprefix('torch.')} {n}x197"
+        result = run_case(name, lambda: (lambda: vit_step(model, images, labels)),
+                          lambda: check_vit(model, images, labels), reps, 3, routed)
         rows += result.values()
         del model
         torch.cuda.empty_cache()

@@ -4,7 +4,9 @@ scripts/sanitize_cases.py for the reductions):
     compute-sanitizer --tool memcheck python scripts/sanitize_normalizing.py
 
 softmax family: rows in registers (packs and elements), block rows (cached, not cached,
-elements), columns; cross_entropy: rows (packs and elements), columns, the reduction, backwards."""
+elements), columns; cross_entropy: rows (packs and elements), columns, the reduction, backwards;
+layer_norm and rms_norm: teams of 4 to 1024 threads (packs and elements, several teams a block),
+more rows than the backward's blocks, a block a row, with and without weight and bias, masks."""
 import torch, torch.nn.functional as F, torch_reduce
 torch.manual_seed(3)
 def close(a, b, tol=2e-2):
@@ -35,4 +37,26 @@ for shape, dtype in [((16, 1000), torch.float32), ((5, 32001), torch.bfloat16), 
             la = torch_reduce.cross_entropy(a, t, reduction=red, **kw)
             lb = F.cross_entropy(b, t, reduction=red, **{k: (v.double() if torch.is_tensor(v) else v) for k, v in kw.items()})
             close(la, lb); la.sum().backward(); lb.sum().backward(); close(a.grad, b.grad)
+for shape, dtype in [((7, 8), torch.bfloat16), ((9, 64), torch.float16), ((5, 200), torch.bfloat16),
+                     ((3, 768), torch.bfloat16), ((2, 2048), torch.float32), ((3, 4096), torch.float32),
+                     ((2, 8192), torch.bfloat16), ((4, 100), torch.float32), ((3, 1000), torch.float32),
+                     ((2, 3000), torch.float32), ((2, 4097), torch.float32), ((2, 5000), torch.float64),
+                     ((3000, 256), torch.bfloat16), ((700, 33), torch.float32), ((2, 16384), torch.bfloat16)]:
+    ns = shape[-1:]
+    x = torch.randn(shape, device="cuda").to(dtype)
+    w = (torch.rand(ns, device="cuda") + 0.5).to(dtype); bias = torch.randn(ns, device="cuda").to(dtype)
+    g = torch.randn(shape, device="cuda").to(dtype)
+    for ww, bb in ((w, bias), (None, None)):
+        leaves = [x.clone().requires_grad_()] + [t.clone().requires_grad_() for t in (ww, bb) if t is not None]
+        refs = [t.double().clone().requires_grad_() for t in leaves]
+        args = lambda L: (L[0], ns, *(L[1:] if ww is not None else (None, None)))
+        ya = torch_reduce.layer_norm(*args(leaves)); yb = F.layer_norm(*args(refs)); close(ya, yb)
+        ya.backward(g); yb.backward(g.double())
+        for p, q in zip(leaves, refs): close(p.grad, q.grad, 5e-2 * (1 + q.grad.abs().max().item()))
+        ra = torch_reduce.rms_norm(x, ns, ww); close(ra, F.rms_norm(x.double(), ns, None if ww is None else ww.double()))
+    _, mean, rstd = torch_reduce.layer_norm_forward(x, ns, w, bias)
+    for mask in ([True, False, False], [False, True, True]):
+        torch_reduce.layer_norm_backward(g, x, ns, mean, rstd, w, bias, mask)
+    xo = torch.randn(x.numel() + 1, device="cuda").to(dtype)[1:].view(shape)  # off 16 bytes: elements
+    close(torch_reduce.rms_norm(xo, ns, w), F.rms_norm(xo.double(), ns, w.double()))
 torch.cuda.synchronize(); print("sanitize_normalizing: every path ran")

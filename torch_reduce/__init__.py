@@ -68,9 +68,9 @@ _BUILD_INFO = _load_ops_library()
 
 from .ops import (  # noqa: E402
     SUPPORTED_DTYPES, Variant, all, amax, amin, aminmax, any, argmax, argmin, count_nonzero, cross_entropy,
-    cross_entropy_backward, cross_entropy_forward, explain, log_softmax,
-    log_softmax_backward, logsumexp, max, mean, min, nanmean, nansum, prod, result_dtype, softmax, softmax_backward,
-    std, std_mean, sum, var, var_mean, variants, vector_norm,
+    cross_entropy_backward, cross_entropy_forward, explain, layer_norm, layer_norm_backward, layer_norm_forward,
+    log_softmax, log_softmax_backward, logsumexp, max, mean, min, nanmean, nansum, prod, result_dtype, softmax, softmax_backward,
+    rms_norm, rms_norm_backward, rms_norm_forward, std, std_mean, sum, var, var_mean, variants, vector_norm,
 )
 from .override import override  # noqa: E402
 from . import distributed  # noqa: E402  (registers the ops' DTensor shardings)
@@ -80,7 +80,7 @@ from . import distributed  # noqa: E402  (registers the ops' DTensor shardings)
 __all__ = [
     "SUPPORTED_DTYPES", "Variant", "__version__", "all", "amax", "amin", "aminmax", "any", "argmax", "argmin",
     "build_info", "count_nonzero", "cross_entropy", "cross_entropy_backward", "cross_entropy_forward",
-    "distributed", "explain", "max", "mean", "min", "override",
-    "log_softmax", "log_softmax_backward", "logsumexp", "nanmean", "nansum", "prod", "result_dtype", "softmax",
-    "softmax_backward", "std", "std_mean", "sum", "var", "var_mean", "variants", "vector_norm",
+    "distributed", "explain", "layer_norm", "layer_norm_backward", "layer_norm_forward", "max", "mean", "min",
+    "override", "log_softmax", "log_softmax_backward", "logsumexp", "nanmean", "nansum", "prod", "result_dtype",
+    "rms_norm", "rms_norm_backward", "rms_norm_forward", "softmax", "softmax_backward", "std", "std_mean", "sum", "var", "var_mean", "variants", "vector_norm",
 ]

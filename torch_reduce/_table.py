@@ -79,7 +79,7 @@ BY_NAME = {op.name: op for op in OPS}
 
 class NormalizingOp(NamedTuple):
     """One op of the normalizing table (csrc/torch/ops.h's TREDUCE_NORMALIZING_OPS): softmax's
-    family. Its wrapper takes torch's arguments; `reference` is torch's function (the tests')."""
+    family, cross_entropy, layer_norm and rms_norm. Its wrapper takes torch's arguments; `reference` is torch's function (the tests')."""
 
     name: str
     reference: object
@@ -94,4 +94,10 @@ NORMALIZING_OPS = (
     NormalizingOp("cross_entropy", torch.nn.functional.cross_entropy),
     NormalizingOp("cross_entropy_forward", None),
     NormalizingOp("cross_entropy_backward", None),
+    NormalizingOp("layer_norm", torch.nn.functional.layer_norm),
+    NormalizingOp("layer_norm_forward", torch.ops.aten.native_layer_norm.default),
+    NormalizingOp("layer_norm_backward", torch.ops.aten.native_layer_norm_backward.default),
+    NormalizingOp("rms_norm", torch.nn.functional.rms_norm),
+    NormalizingOp("rms_norm_forward", None),
+    NormalizingOp("rms_norm_backward", None),
 )

@@ -511,6 +511,48 @@ def cross_entropy_backward(grad_output, input, target, weight, reduction: int, i
                                    total_weight)
 
 
+def layer_norm(input: torch.Tensor, normalized_shape, weight: torch.Tensor | None = None,
+               bias: torch.Tensor | None = None, eps: float = 1e-5) -> torch.Tensor:
+    """``F.layer_norm`` over the last ``len(normalized_shape)`` dims: (x - mean) / sqrt(var + eps)
+    * weight + bias, the variance biased, summed about the mean from the row held once. Weight and
+    bias of the input's dtype; their gradients are column sums in a fixed order."""
+    return _LAYER_NORM(input, _shape_list(normalized_shape), weight, bias, eps)
+
+
+def layer_norm_forward(input, normalized_shape, weight=None, bias=None, eps: float = 1e-5):
+    """layer_norm's forward op, as aten's ``native_layer_norm``: (y, mean, rstd), the statistics
+    float32 (float64 for float64) of shape input.shape[:-k] + (1,) * k."""
+    return _LAYER_NORM_FORWARD(input, _shape_list(normalized_shape), weight, bias, eps)
+
+
+def layer_norm_backward(grad_out, input, normalized_shape, mean, rstd, weight, bias, output_mask):
+    """layer_norm's backward op, as aten's ``native_layer_norm_backward``: (dx, dw, db), those the
+    mask asks for (None otherwise)."""
+    return _LAYER_NORM_BACKWARD(grad_out, input, _shape_list(normalized_shape), mean, rstd, weight, bias,
+                                list(output_mask))
+
+
+def rms_norm(input: torch.Tensor, normalized_shape, weight: torch.Tensor | None = None,
+             eps: float | None = None) -> torch.Tensor:
+    """``F.rms_norm``: x / sqrt(mean(x^2) + eps) * weight over the last dims; ``eps`` None is the
+    machine epsilon of the accumulator (float32's, float64's for float64), as torch's."""
+    return _RMS_NORM(input, _shape_list(normalized_shape), weight, eps)
+
+
+def rms_norm_forward(input, normalized_shape, weight=None, eps: float | None = None):
+    """rms_norm's forward op, as aten's ``_fused_rms_norm``: (y, rstd)."""
+    return _RMS_NORM_FORWARD(input, _shape_list(normalized_shape), weight, eps)
+
+
+def rms_norm_backward(grad_out, input, normalized_shape, rstd, weight, output_mask):
+    """rms_norm's backward op, as aten's ``_fused_rms_norm_backward``: (dx, dw) as the mask asks."""
+    return _RMS_NORM_BACKWARD(grad_out, input, _shape_list(normalized_shape), rstd, weight, list(output_mask))
+
+
+def _shape_list(shape) -> list[int]:
+    return [int(shape)] if isinstance(shape, int) else [int(s) for s in shape]
+
+
 def _xent_acc(dtype):
     return torch.float64 if dtype == torch.float64 else torch.float32
 
@@ -537,6 +579,43 @@ def _softmax_backward_fake(grad_output, output, dim, input_dtype):
     return torch.empty(output.shape, dtype=input_dtype, device=output.device)
 
 
+def _norm_stats_shape(x, normalized_shape):
+    k = len(normalized_shape)
+    return list(x.shape[:x.dim() - k]) + [1] * k
+
+
+def _layer_norm_fake(x, normalized_shape, weight=None, bias=None, eps=1e-5):
+    return torch.empty(x.shape, dtype=x.dtype, device=x.device)
+
+
+def _layer_norm_forward_fake(x, normalized_shape, weight=None, bias=None, eps=1e-5):
+    stats = _norm_stats_shape(x, normalized_shape)
+    return (torch.empty(x.shape, dtype=x.dtype, device=x.device), x.new_empty(stats, dtype=_xent_acc(x.dtype)),
+            x.new_empty(stats, dtype=_xent_acc(x.dtype)))
+
+
+def _layer_norm_backward_fake(grad, x, normalized_shape, mean, rstd, weight, bias, output_mask):
+    dx = torch.empty(x.shape, dtype=x.dtype, device=x.device) if output_mask[0] else None
+    dw = x.new_empty(normalized_shape) if output_mask[1] and weight is not None else None
+    db = x.new_empty(normalized_shape) if output_mask[2] and bias is not None else None
+    return dx, dw, db
+
+
+def _rms_norm_fake(x, normalized_shape, weight=None, eps=None):
+    return torch.empty(x.shape, dtype=x.dtype, device=x.device)
+
+
+def _rms_norm_forward_fake(x, normalized_shape, weight=None, eps=None):
+    return (torch.empty(x.shape, dtype=x.dtype, device=x.device),
+            x.new_empty(_norm_stats_shape(x, normalized_shape), dtype=_xent_acc(x.dtype)))
+
+
+def _rms_norm_backward_fake(grad, x, normalized_shape, rstd, weight, output_mask):
+    dx = torch.empty(x.shape, dtype=x.dtype, device=x.device) if output_mask[0] else None
+    dw = x.new_empty(normalized_shape) if output_mask[1] and weight is not None else None
+    return dx, dw
+
+
 # Each op's fake, registered for every op of the table: one without a fake fails here, at import.
 _FAKES = {
     "sum": _sum_fake, "mean": _mean_fake, "amax": _extremum_fake, "amin": _extremum_fake,
@@ -548,7 +627,10 @@ _FAKES = {
 _FAKES.update({"softmax": _softmax_fake, "log_softmax": _softmax_fake,
                "softmax_backward": _softmax_backward_fake, "log_softmax_backward": _softmax_backward_fake,
                "cross_entropy": _cross_entropy_fake, "cross_entropy_forward": _cross_entropy_forward_fake,
-               "cross_entropy_backward": _cross_entropy_backward_fake})
+               "cross_entropy_backward": _cross_entropy_backward_fake,
+               "layer_norm": _layer_norm_fake, "layer_norm_forward": _layer_norm_forward_fake,
+               "layer_norm_backward": _layer_norm_backward_fake, "rms_norm": _rms_norm_fake,
+               "rms_norm_forward": _rms_norm_forward_fake, "rms_norm_backward": _rms_norm_backward_fake})
 for _op in OPS + NORMALIZING_OPS:
     torch.library.register_fake(f"treduce::{_op.name}")(_FAKES[_op.name])
 

@@ -13,7 +13,8 @@ mode="dispatcher" (the default): while a block is open, torch_reduce's kernels a
 CUDA kernels of sum, sum.dim_IntList, mean, mean.dim, amax, amin, the correction overloads of
 var, std, var_mean and std_mean, nansum, nanmean, logsumexp, prod, prod.dim_int,
 linalg_vector_norm, any and all (every dim, .dim, .dims), count_nonzero.dim_IntList, aminmax, max
-and min (every dim, .dim), argmax and argmin
+and min (every dim, .dim), argmax and argmin; on CUDA also the softmax family, cross_entropy_loss
+(AutogradCUDA), native_layer_norm, _fused_rms_norm and their backwards
 (csrc/torch/aten_override.cpp; torch.var(x, unbiased), torch.norm's vector norms, count_nonzero(x, dim)
 and the other overloads are torch's composites over these).
 Every caller reaches them, C++ callers included (autograd's reductions, at::sum in other

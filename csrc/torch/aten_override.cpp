@@ -63,6 +63,10 @@
 #include <ATen/ops/_log_softmax_cuda_dispatch.h>
 #include <ATen/ops/_softmax_backward_data_cuda_dispatch.h>
 #include <ATen/ops/_log_softmax_backward_data_cuda_dispatch.h>
+#include <ATen/ops/native_layer_norm_cuda_dispatch.h>
+#include <ATen/ops/native_layer_norm_backward_cuda_dispatch.h>
+#include <ATen/ops/_fused_rms_norm_cuda_dispatch.h>
+#include <ATen/ops/_fused_rms_norm_backward_cuda_dispatch.h>
 #endif
 
 #include <atomic>
@@ -83,16 +87,20 @@ namespace {
 enum class Outcome { Routed, OutArg, InputDtype, DtypeArg, NamedTensor, Probabilities, Traced, SlowerHere, kCount };
 constexpr const char* kOutcomeNames[] = {"routed",       "out=",    "input dtype", "dtype=", "named tensor",
                                          "class probabilities", "traced or subclass", "slower here"};
-// A counter a reduction (ReduceOp), then one a normalizing op (SoftmaxOp), then cross_entropy's.
-constexpr int kNormalizingOps = 5;
+// A counter a reduction (ReduceOp), then one a normalizing op (SoftmaxOp), then cross_entropy's,
+// then layer_norm's and rms_norm's (forward and backward each).
+constexpr int kNormalizingOps = 9;
 constexpr int kOps = kNumReduceOps + kNormalizingOps;
 constexpr int kOutcomes = static_cast<int>(Outcome::kCount);
 struct CrossEntropyCounter {};
 constexpr int counter_of(ReduceOp op) { return static_cast<int>(op); }
 constexpr int counter_of(SoftmaxOp op) { return kNumReduceOps + static_cast<int>(op); }
 constexpr int counter_of(CrossEntropyCounter) { return kNumReduceOps + 4; }
-constexpr const char* kNormalizingNames[kNormalizingOps] = {"softmax", "log_softmax", "softmax_backward",
-                                                            "log_softmax_backward", "cross_entropy"};
+enum class RowNormCounter { LayerNorm = 5, LayerNormBackward, RmsNorm, RmsNormBackward };
+constexpr int counter_of(RowNormCounter c) { return kNumReduceOps + static_cast<int>(c); }
+constexpr const char* kNormalizingNames[kNormalizingOps] = {
+    "softmax", "log_softmax", "softmax_backward", "log_softmax_backward", "cross_entropy",
+    "layer_norm", "layer_norm_backward", "rms_norm", "rms_norm_backward"};
 const char* counter_name(int op) {
   return op < kNumReduceOps ? op_name(static_cast<ReduceOp>(op)) : kNormalizingNames[op - kNumReduceOps];
 }
@@ -527,6 +535,66 @@ at::Tensor cross_entropy_loss_route(const at::Tensor& self, const at::Tensor& ta
   return ours.call(self, target, weight, reduction, ignore_index.expect_int(), label_smoothing);
 }
 
+#ifdef TREDUCE_WITH_CUDA
+// layer_norm and rms_norm on CUDA: aten's native_layer_norm and _fused_rms_norm (the kernels
+// torch.layer_norm and torch.rms_norm reach there) and their backwards. Left to torch's kernels:
+// symbolic shapes, inputs that are not floating, and weight or bias of another dtype than the
+// input (torch's mixed-precision kernels). On the CPU they stay torch's, uncounted (no CPU
+// kernel of ours was measured against torch's vectorised ones).
+bool take_row_norm(RowNormCounter c, const at::Tensor& input, const std::optional<at::Tensor>& weight,
+                   const std::optional<at::Tensor>& bias, bool symbolic, const at::Tensor& grad = at::Tensor()) {
+  const auto other = [&](const std::optional<at::Tensor>& t) {
+    return t && t->defined() && t->scalar_type() != input.scalar_type();
+  };
+  Outcome o = Outcome::Routed;
+  if (symbolic) o = Outcome::Traced;
+  else if (!floating(input.scalar_type()) || other(weight) || other(bias) ||
+           (grad.defined() && grad.scalar_type() != input.scalar_type()))
+    o = Outcome::InputDtype;
+  else if (has_names(input)) o = Outcome::NamedTensor;
+  g_counts[counter_of(c)][static_cast<int>(o)].fetch_add(1, std::memory_order_relaxed);
+  return o == Outcome::Routed;
+}
+
+bool is_symbolic(c10::SymIntArrayRef shape) {
+  for (const c10::SymInt& s : shape)
+    if (s.is_symbolic()) return true;
+  return false;
+}
+
+void impl_row_norms(torch::Library& m) {
+  m.impl("native_layer_norm", +[](const at::Tensor& input, c10::SymIntArrayRef shape,
+                                  const std::optional<at::Tensor>& weight, const std::optional<at::Tensor>& bias,
+                                  double eps) {
+    if (take_row_norm(RowNormCounter::LayerNorm, input, weight, bias, is_symbolic(shape)))
+      return Cuda::ours().layer_norm_forward(input, C10_AS_INTARRAYREF_SLOW(shape), weight, bias, eps);
+    return at::cuda::native_layer_norm_symint(input, shape, weight, bias, eps);
+  });
+  m.impl("native_layer_norm_backward",
+         +[](const at::Tensor& grad, const at::Tensor& input, c10::SymIntArrayRef shape, const at::Tensor& mean,
+             const at::Tensor& rstd, const std::optional<at::Tensor>& weight, const std::optional<at::Tensor>& bias,
+             std::array<bool, 3> mask) {
+           if (take_row_norm(RowNormCounter::LayerNormBackward, input, weight, bias, is_symbolic(shape), grad))
+             return Cuda::ours().layer_norm_backward(grad, input, C10_AS_INTARRAYREF_SLOW(shape), mean, rstd, weight,
+                                                     bias, mask);
+           return at::cuda::native_layer_norm_backward_symint(grad, input, shape, mean, rstd, weight, bias, mask);
+         });
+  m.impl("_fused_rms_norm", +[](const at::Tensor& input, at::IntArrayRef shape, const std::optional<at::Tensor>& weight,
+                                std::optional<double> eps) {
+    if (take_row_norm(RowNormCounter::RmsNorm, input, weight, std::nullopt, false))
+      return Cuda::ours().rms_norm_forward(input, shape, weight, eps);
+    return at::cuda::_fused_rms_norm(input, shape, weight, eps);
+  });
+  m.impl("_fused_rms_norm_backward",
+         +[](const at::Tensor& grad, const at::Tensor& input, at::IntArrayRef shape, const at::Tensor& rstd,
+             const std::optional<at::Tensor>& weight, std::array<bool, 2> mask) {
+           if (take_row_norm(RowNormCounter::RmsNormBackward, input, weight, std::nullopt, false, grad))
+             return Cuda::ours().rms_norm_backward(grad, input, shape, rstd, weight, mask);
+           return at::cuda::_fused_rms_norm_backward(grad, input, shape, rstd, weight, mask);
+         });
+}
+#endif
+
 std::unique_ptr<torch::Library> registered_autograd(c10::DispatchKey key) {
   auto m = std::make_unique<torch::Library>(torch::Library::IMPL, "aten", key, __FILE__, __LINE__);
   m->impl("cross_entropy_loss", &cross_entropy_loss_route);
@@ -540,6 +608,9 @@ std::unique_ptr<torch::Library> registered() {
   impl_logic<T>(*m);
   impl_extrema<T>(*m);
   impl_normalizing<T>(*m);
+#ifdef TREDUCE_WITH_CUDA
+  if constexpr (T::kKey == c10::DispatchKey::CUDA) impl_row_norms(*m);
+#endif
   return m;
 }
 

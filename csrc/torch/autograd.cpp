@@ -8,6 +8,7 @@
 #include <torch/autograd.h>
 #include <torch/library.h>
 
+#include <array>
 #include <cmath>
 #include <limits>
 #include <tuple>
@@ -716,6 +717,188 @@ at::Tensor cross_entropy_backward_autograd(const at::Tensor& grad, const at::Ten
   if (at::GradMode::is_enabled() && (grad.requires_grad() || self.requires_grad()))
     return xent_backward_composite(grad, self, target, weight, reduction, ignore_index, label_smoothing, total_weight);
   return xent_backward_below(grad, self, target, weight, reduction, ignore_index, label_smoothing, lse, total_weight);
+}
+
+// layer_norm and rms_norm: the gradients from the input, the weight and each row's statistics
+// (the backward ops, which compute only what the mask asks); while a graph of the backward is
+// recorded (double backward), the forward's statistics recomputed and the same formulas as
+// differentiable ops (our mean and sum) instead.
+using LayerNormForwardSignature = std::tuple<at::Tensor, at::Tensor, at::Tensor>(
+    const at::Tensor&, at::IntArrayRef, const std::optional<at::Tensor>&, const std::optional<at::Tensor>&, double);
+using LayerNormBackwardSignature = std::tuple<at::Tensor, at::Tensor, at::Tensor>(
+    const at::Tensor&, const at::Tensor&, at::IntArrayRef, const at::Tensor&, const at::Tensor&,
+    const std::optional<at::Tensor>&, const std::optional<at::Tensor>&, std::array<bool, 3>);
+using RmsNormForwardSignature = std::tuple<at::Tensor, at::Tensor>(const at::Tensor&, at::IntArrayRef,
+                                                                   const std::optional<at::Tensor>&,
+                                                                   std::optional<double>);
+using RmsNormBackwardSignature = std::tuple<at::Tensor, at::Tensor>(const at::Tensor&, const at::Tensor&,
+                                                                    at::IntArrayRef, const at::Tensor&,
+                                                                    const std::optional<at::Tensor>&,
+                                                                    std::array<bool, 2>);
+
+std::optional<at::Tensor> defined_or_none(const at::Tensor& t) {
+  return t.defined() ? std::optional<at::Tensor>(t) : std::nullopt;
+}
+
+// Both norms' forward below the Autograd key: (y, mean (layer_norm; else undefined), rstd).
+std::tuple<at::Tensor, at::Tensor, at::Tensor> norm_forward_below(NormKind kind, const at::Tensor& input,
+                                                                  at::IntArrayRef shape,
+                                                                  const std::optional<at::Tensor>& weight,
+                                                                  const std::optional<at::Tensor>& bias,
+                                                                  std::optional<double> eps) {
+  static const auto layer_op = redispatch<LayerNormForwardSignature>("treduce::layer_norm_forward");
+  static const auto rms_op = redispatch<RmsNormForwardSignature>("treduce::rms_norm_forward");
+  at::AutoDispatchBelowADInplaceOrView below_autograd;
+  if (kind == NormKind::Layer) return layer_op.call(input, shape, weight, bias, eps.value_or(1e-5));
+  auto [y, rstd] = rms_op.call(input, shape, weight, eps);
+  return {y, at::Tensor(), rstd};
+}
+
+// Both norms' backward ops through the dispatcher (their Autograd kernels below).
+std::tuple<at::Tensor, at::Tensor, at::Tensor> norm_backward_call(NormKind kind, const at::Tensor& grad,
+                                                                  const at::Tensor& input, at::IntArrayRef shape,
+                                                                  const at::Tensor& mean, const at::Tensor& rstd,
+                                                                  const std::optional<at::Tensor>& weight,
+                                                                  const std::optional<at::Tensor>& bias,
+                                                                  std::array<bool, 3> mask) {
+  static const auto layer_op = c10::Dispatcher::singleton()
+                                   .findSchemaOrThrow("treduce::layer_norm_backward", "")
+                                   .typed<LayerNormBackwardSignature>();
+  static const auto rms_op = c10::Dispatcher::singleton()
+                                 .findSchemaOrThrow("treduce::rms_norm_backward", "")
+                                 .typed<RmsNormBackwardSignature>();
+  if (kind == NormKind::Layer) return layer_op.call(grad, input, shape, mean, rstd, weight, bias, mask);
+  auto [dx, dw] = rms_op.call(grad, input, shape, rstd, weight, {mask[0], mask[1]});
+  return {dx, dw, at::Tensor()};
+}
+
+// dx, dw, db as differentiable ops (layer_norm.h's formulas). The mean is recomputed from x;
+// rstd keeps the forward's value, with the derivative it has as a function of x: d rstd =
+// -rstd^3 / 2 d(mean of xc^2), whatever eps was (the backward ops are not given it).
+std::tuple<at::Tensor, at::Tensor, at::Tensor> norm_backward_composite(NormKind kind, const at::Tensor& grad,
+                                                                       const at::Tensor& input, at::IntArrayRef shape,
+                                                                       const std::optional<at::Tensor>& weight,
+                                                                       const at::Tensor& saved_rstd,
+                                                                       std::array<bool, 3> mask) {
+  const int64_t k = int64_t(shape.size());
+  std::vector<int64_t> last, lead;
+  for (int64_t d = 0; d < input.dim(); ++d) (d >= input.dim() - k ? last : lead).push_back(d);
+  const at::Tensor g = grad.to(input.scalar_type());
+  at::Tensor xc = input;
+  if (kind == NormKind::Layer) xc = input - treduce::mean(input, last, true);
+  const at::Tensor squares = treduce::mean(xc * xc, last, true);
+  const at::Tensor r0 = saved_rstd.detach().to(input.scalar_type()).view(squares.sizes());
+  const at::Tensor rstd = r0 - 0.5 * r0.pow(3) * (squares - squares.detach());
+  const at::Tensor xhat = xc * rstd;
+  const bool has_weight = weight && weight->defined();
+  const at::Tensor gw = has_weight ? g * *weight : g;
+  at::Tensor dx, dw, db;
+  if (mask[0]) {
+    at::Tensor inner = gw - xhat * treduce::mean(gw * xhat, last, true);
+    if (kind == NormKind::Layer) inner = inner - treduce::mean(gw, last, true);
+    dx = rstd * inner;
+  }
+  if (mask[1] && has_weight) dw = lead.empty() ? g * xhat : treduce::sum(g * xhat, "auto", lead, false);
+  if (mask[2] && kind == NormKind::Layer) db = lead.empty() ? g : treduce::sum(g, "auto", lead, false);
+  return {dx, dw, db};
+}
+
+class RowNormFunction : public torch::autograd::Function<RowNormFunction> {
+ public:
+  // weight and bias as optionals: absent, they are no input of the graph (no edge, no gradient).
+  static variable_list forward(AutogradContext* ctx, const at::Tensor& input, const std::optional<at::Tensor>& weight,
+                               const std::optional<at::Tensor>& bias, int64_t kind, std::vector<int64_t> shape,
+                               std::optional<double> eps) {
+    auto [y, mean, rstd] = norm_forward_below(NormKind(kind), input, shape, weight, bias, eps);
+    ctx->save_for_backward({input, weight.value_or(at::Tensor()), bias.value_or(at::Tensor()), mean, rstd});
+    ctx->saved_data["kind"] = kind;
+    ctx->saved_data["shape"] = shape;
+    return {y};
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const NormKind kind = NormKind(ctx->saved_data["kind"].toInt());
+    const std::vector<int64_t> shape = ctx->saved_data["shape"].toIntVector();
+    // (needs_input_grad counts the graph's inputs: an absent weight is none)
+    const bool has_w = saved[1].defined(), has_b = saved[2].defined();
+    const std::array<bool, 3> mask{ctx->needs_input_grad(0), has_w && ctx->needs_input_grad(1),
+                                   has_b && ctx->needs_input_grad(has_w ? 2 : 1)};
+    at::Tensor dx, dw, db;
+    if (at::GradMode::is_enabled())
+      std::tie(dx, dw, db) = norm_backward_composite(kind, grads[0], saved[0], shape, defined_or_none(saved[1]),
+                                                     saved[4], mask);
+    else
+      std::tie(dx, dw, db) = norm_backward_call(kind, grads[0], saved[0], shape, saved[3], saved[4],
+                                                defined_or_none(saved[1]), defined_or_none(saved[2]), mask);
+    return {dx, dw, db, at::Tensor(), at::Tensor(), at::Tensor()};
+  }
+};
+
+bool norm_records_grad(const at::Tensor& input, const std::optional<at::Tensor>& weight,
+                       const std::optional<at::Tensor>& bias) {
+  return records_grad(input) || (weight && records_grad(*weight)) || (bias && records_grad(*bias));
+}
+
+at::Tensor row_norm_autograd(NormKind kind, const at::Tensor& input, at::IntArrayRef shape,
+                         const std::optional<at::Tensor>& weight, const std::optional<at::Tensor>& bias,
+                         std::optional<double> eps) {
+  if (!norm_records_grad(input, weight, bias)) return std::get<0>(norm_forward_below(kind, input, shape, weight, bias, eps));
+  return RowNormFunction::apply(input, defined_or_none(weight.value_or(at::Tensor())),
+                                defined_or_none(bias.value_or(at::Tensor())), int64_t(kind), shape.vec(), eps)[0];
+}
+
+at::Tensor layer_norm_autograd(const at::Tensor& input, at::IntArrayRef shape, const std::optional<at::Tensor>& weight,
+                               const std::optional<at::Tensor>& bias, double eps) {
+  return row_norm_autograd(NormKind::Layer, input, shape, weight, bias, eps);
+}
+
+at::Tensor rms_norm_autograd(const at::Tensor& input, at::IntArrayRef shape, const std::optional<at::Tensor>& weight,
+                             std::optional<double> eps) {
+  return row_norm_autograd(NormKind::Rms, input, shape, weight, std::nullopt, eps);
+}
+
+// The forwards' results carry no gradient (layer_norm's and rms_norm's do).
+std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm_forward_autograd(const at::Tensor& input,
+                                                                           at::IntArrayRef shape,
+                                                                           const std::optional<at::Tensor>& weight,
+                                                                           const std::optional<at::Tensor>& bias,
+                                                                           double eps) {
+  return norm_forward_below(NormKind::Layer, input, shape, weight, bias, eps);
+}
+
+std::tuple<at::Tensor, at::Tensor> rms_norm_forward_autograd(const at::Tensor& input, at::IntArrayRef shape,
+                                                             const std::optional<at::Tensor>& weight,
+                                                             std::optional<double> eps) {
+  auto [y, mean, rstd] = norm_forward_below(NormKind::Rms, input, shape, weight, std::nullopt, eps);
+  return {y, rstd};
+}
+
+// The backward ops: below the Autograd key, or, recording a graph, the composite (from the
+// input: the saved statistics are not differentiated).
+std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm_backward_autograd(
+    const at::Tensor& grad, const at::Tensor& input, at::IntArrayRef shape, const at::Tensor& mean,
+    const at::Tensor& rstd, const std::optional<at::Tensor>& weight, const std::optional<at::Tensor>& bias,
+    std::array<bool, 3> mask) {
+  if (at::GradMode::is_enabled() && (grad.requires_grad() || input.requires_grad() || (weight && weight->requires_grad())))
+    return norm_backward_composite(NormKind::Layer, grad, input, shape, weight, rstd,
+                                   {mask[0], mask[1], mask[2] && bias && bias->defined()});
+  static const auto op = redispatch<LayerNormBackwardSignature>("treduce::layer_norm_backward");
+  at::AutoDispatchBelowADInplaceOrView below_autograd;
+  return op.call(grad, input, shape, mean, rstd, weight, bias, mask);
+}
+
+std::tuple<at::Tensor, at::Tensor> rms_norm_backward_autograd(const at::Tensor& grad, const at::Tensor& input,
+                                                              at::IntArrayRef shape, const at::Tensor& rstd,
+                                                              const std::optional<at::Tensor>& weight,
+                                                              std::array<bool, 2> mask) {
+  if (at::GradMode::is_enabled() && (grad.requires_grad() || input.requires_grad() || (weight && weight->requires_grad()))) {
+    auto [dx, dw, db] = norm_backward_composite(NormKind::Rms, grad, input, shape, weight, rstd, {mask[0], mask[1], false});
+    return {dx, dw};
+  }
+  static const auto op = redispatch<RmsNormBackwardSignature>("treduce::rms_norm_backward");
+  at::AutoDispatchBelowADInplaceOrView below_autograd;
+  return op.call(grad, input, shape, rstd, weight, mask);
 }
 
 }  // namespace

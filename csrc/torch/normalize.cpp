@@ -1,8 +1,11 @@
-// softmax, log_softmax and their backwards: torch's checks and type rules, shared by the CPU and
-// CUDA kernels (reduce_common.h's PreparedSoftmax).
+// softmax, log_softmax and their backwards, cross_entropy, layer_norm and rms_norm: torch's checks
+// and type rules, shared by the CPU and CUDA kernels (reduce_common.h's Prepared* structs).
 #include <ATen/WrapDimUtils.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/full.h>
 #include <ATen/ops/zeros.h>
+
+#include <cfloat>
 
 #include <vector>
 
@@ -82,7 +85,116 @@ void xent_common(PreparedCrossEntropy& p, const at::Tensor& self, const at::Tens
   a.reduction = LossReduction(reduction);
 }
 
+const char* norm_name(NormKind kind) { return kind == NormKind::Layer ? "layer_norm" : "rms_norm"; }
+
+// The shared checks of layer_norm's and rms_norm's forward and backward: the input's last dims
+// are normalized_shape; weight and bias that shape, of the input's dtype and device. Sets rows
+// and cols, the contiguous input, weight and bias.
+void norm_common(PreparedLayerNorm& p, NormKind kind, const at::Tensor& input, at::IntArrayRef shape,
+                 const std::optional<at::Tensor>& weight, const std::optional<at::Tensor>& bias) {
+  const char* name = norm_name(kind);
+  TORCH_CHECK(!shape.empty(), "Expected normalized_shape to be at least 1-dimensional, i.e., containing at least one "
+              "element, but got normalized_shape = ", shape);
+  const int64_t k = int64_t(shape.size()), axis = input.dim() - k;
+  TORCH_CHECK(axis >= 0 && input.sizes().slice(axis) == shape, "Given normalized_shape=", shape,
+              ", expected input with shape [*, ", c10::Join(", ", shape), "], but got input of size", input.sizes());
+  TORCH_CHECK(normalizes(input.scalar_type()), name, ": expected a floating-point input (float16, bfloat16, float32, "
+              "float64), got ", c10::toString(input.scalar_type()));
+  const auto take = [&](const std::optional<at::Tensor>& t, const char* what, at::Tensor& into) {
+    if (!t || !t->defined()) return;
+    TORCH_CHECK(t->sizes() == shape, "Expected ", what, " to be of same shape as normalized_shape, but got ", what,
+                " of shape ", t->sizes(), " and normalized_shape = ", shape);
+    TORCH_CHECK(t->scalar_type() == input.scalar_type(), name, ": expected a ", what, " of the input's dtype ",
+                c10::toString(input.scalar_type()), ", got ", c10::toString(t->scalar_type()));
+    TORCH_CHECK(t->device() == input.device(), name, ": ", what, " on ", t->device(), ", input on ", input.device());
+    into = t->contiguous();
+  };
+  take(weight, "weight", p.weight);
+  take(bias, "bias", p.bias);
+  p.x = input.contiguous();
+  LayerNormArgs& a = p.args;
+  a.kind = kind;
+  a.dtype = dtype_of_scalar(input.scalar_type());
+  a.cols = c10::multiply_integers(shape);
+  a.rows = a.cols == 0 ? c10::multiply_integers(input.sizes().slice(0, axis)) : input.numel() / a.cols;
+  a.x = p.x.const_data_ptr();
+  a.weight = p.weight.defined() ? p.weight.const_data_ptr() : nullptr;
+  a.bias = p.bias.defined() ? p.bias.const_data_ptr() : nullptr;
+  p.empty = a.rows == 0 || a.cols == 0;
+}
+
+// The statistics' shape: input.shape[:-k] + [1] * k.
+std::vector<int64_t> stats_shape(const at::Tensor& input, int64_t k) {
+  std::vector<int64_t> s(input.sizes().begin(), input.sizes().end());
+  for (int64_t d = input.dim() - k; d < input.dim(); ++d) s[d] = 1;
+  return s;
+}
+
 }  // namespace
+
+PreparedLayerNorm prepare_layer_norm(NormKind kind, const at::Tensor& input, at::IntArrayRef normalized_shape,
+                                     const std::optional<at::Tensor>& weight, const std::optional<at::Tensor>& bias,
+                                     std::optional<double> eps) {
+  PreparedLayerNorm p;
+  norm_common(p, kind, input, normalized_shape, weight, bias);
+  LayerNormArgs& a = p.args;
+  const at::ScalarType acc = xent_acc(input.scalar_type());
+  // rms_norm's default eps: the machine epsilon of its accumulator, as torch's.
+  a.eps = eps ? *eps : acc == at::kDouble ? DBL_EPSILON : double(FLT_EPSILON);
+  p.y = at::empty(p.x.sizes(), p.x.options());
+  const std::vector<int64_t> shape = stats_shape(input, int64_t(normalized_shape.size()));
+  const at::TensorOptions opts = p.x.options().dtype(acc);
+  if (a.cols == 0) {
+    // (no element: mean 0 and rstd 1 / sqrt(0 / 0 + eps), NaN, as torch's)
+    if (kind == NormKind::Layer) p.mean = at::zeros(shape, opts);
+    p.rstd = at::full(shape, std::numeric_limits<double>::quiet_NaN(), opts);
+  } else {
+    if (kind == NormKind::Layer) p.mean = at::empty(shape, opts);
+    p.rstd = at::empty(shape, opts);
+  }
+  a.y = p.y.mutable_data_ptr();
+  a.mean = p.mean.defined() ? p.mean.mutable_data_ptr() : nullptr;
+  a.rstd = p.rstd.mutable_data_ptr();
+  return p;
+}
+
+PreparedLayerNorm prepare_layer_norm_backward(NormKind kind, const at::Tensor& grad, const at::Tensor& input,
+                                              at::IntArrayRef normalized_shape, const at::Tensor& mean,
+                                              const at::Tensor& rstd, const std::optional<at::Tensor>& weight,
+                                              const std::optional<at::Tensor>& bias, std::array<bool, 3> mask) {
+  const char* name = norm_name(kind);
+  PreparedLayerNorm p;
+  norm_common(p, kind, input, normalized_shape, weight, bias);
+  LayerNormArgs& a = p.args;
+  TORCH_CHECK(grad.sizes() == input.sizes(), name, "_backward: grad_out of shape ", grad.sizes(),
+              " and input of shape ", input.sizes(), " differ");
+  TORCH_CHECK(grad.device() == input.device(), name, "_backward: grad_out and input on different devices");
+  const at::ScalarType acc = xent_acc(input.scalar_type());
+  const auto stats = [&](const at::Tensor& t, const char* what) {
+    TORCH_CHECK(t.numel() == a.rows && t.device() == input.device(), name, "_backward: expected ", what, " of ",
+                a.rows, " elements (one a row) on ", input.device(), ", got ", t.sizes(), " on ", t.device());
+    return t.to(acc).contiguous();
+  };
+  if (kind == NormKind::Layer) p.mean = stats(mean, "mean");
+  p.rstd = stats(rstd, "rstd");
+  p.grad = grad.to(input.scalar_type()).contiguous();
+  a.grad = p.grad.const_data_ptr();
+  a.mean = p.mean.defined() ? const_cast<void*>(p.mean.const_data_ptr()) : nullptr;
+  a.rstd = const_cast<void*>(p.rstd.const_data_ptr());
+  if (mask[0]) {
+    p.grad_x = at::empty(p.x.sizes(), p.x.options());
+    a.grad_x = p.grad_x.mutable_data_ptr();
+  }
+  // dw and db start at 0 where no row adds to them.
+  const auto param = [&](bool wanted, at::Tensor& into, void*& ptr) {
+    if (!wanted) return;
+    into = p.empty ? at::zeros(normalized_shape, p.x.options()) : at::empty(normalized_shape, p.x.options());
+    ptr = into.mutable_data_ptr();
+  };
+  param(mask[1] && p.weight.defined(), p.grad_weight, a.grad_weight);
+  param(mask[2] && p.bias.defined() && kind == NormKind::Layer, p.grad_bias, a.grad_bias);
+  return p;
+}
 
 PreparedCrossEntropy prepare_cross_entropy(const at::Tensor& self, const at::Tensor& target,
                                            const std::optional<at::Tensor>& weight, int64_t reduction,

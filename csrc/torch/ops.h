@@ -62,7 +62,9 @@
 // (core/cross_entropy.h) with class-index targets, as F.cross_entropy, and its forward (the loss,
 // each sample's logsumexp and the mean's divisor, as nll_loss_forward's total_weight) and
 // backward. They join the table above wherever a step is per op (schemas, device kernels,
-// Autograd kernels).
+// Autograd kernels). layer_norm and rms_norm (core/layer_norm.h) as torch.layer_norm and
+// torch.rms_norm over the last dims, with forwards that also return each row's statistics (as
+// aten's native_layer_norm and _fused_rms_norm) and backwards that compute what output_mask asks.
 #define TREDUCE_NORMALIZING_OPS(X)                                                                                    \
   X(softmax, SoftmaxKernel, softmax_autograd<SoftmaxOp::Softmax>,                                                     \
     "(Tensor self, int dim, ScalarType? dtype=None) -> Tensor")                                                       \
@@ -80,6 +82,21 @@
     "float label_smoothing=0.0) -> (Tensor loss, Tensor lse, Tensor total_weight)")                                   \
   X(cross_entropy_backward, CrossEntropyBackwardKernel, cross_entropy_backward_autograd,                              \
     "(Tensor grad_output, Tensor self, Tensor target, Tensor? weight, int reduction, int ignore_index, "              \
-    "float label_smoothing, Tensor lse, Tensor total_weight) -> Tensor")
+    "float label_smoothing, Tensor lse, Tensor total_weight) -> Tensor")                                            \
+  X(layer_norm, LayerNormKernel, layer_norm_autograd,                                                                 \
+    "(Tensor input, int[] normalized_shape, Tensor? weight=None, Tensor? bias=None, float eps=1e-05) -> Tensor")      \
+  X(layer_norm_forward, LayerNormForwardKernel, layer_norm_forward_autograd,                                          \
+    "(Tensor input, int[] normalized_shape, Tensor? weight=None, Tensor? bias=None, float eps=1e-05) -> "             \
+    "(Tensor output, Tensor mean, Tensor rstd)")                                                                      \
+  X(layer_norm_backward, LayerNormBackwardKernel, layer_norm_backward_autograd,                                       \
+    "(Tensor grad_out, Tensor input, int[] normalized_shape, Tensor mean, Tensor rstd, Tensor? weight, "              \
+    "Tensor? bias, bool[3] output_mask) -> (Tensor, Tensor, Tensor)")                                                 \
+  X(rms_norm, RmsNormKernel, rms_norm_autograd,                                                                       \
+    "(Tensor input, int[] normalized_shape, Tensor? weight=None, float? eps=None) -> Tensor")                         \
+  X(rms_norm_forward, RmsNormForwardKernel, rms_norm_forward_autograd,                                                \
+    "(Tensor input, int[] normalized_shape, Tensor? weight=None, float? eps=None) -> (Tensor output, Tensor rstd)")   \
+  X(rms_norm_backward, RmsNormBackwardKernel, rms_norm_backward_autograd,                                             \
+    "(Tensor grad_out, Tensor input, int[] normalized_shape, Tensor rstd, Tensor? weight, bool[2] output_mask) -> "   \
+    "(Tensor, Tensor)")
 
 #define TREDUCE_ALL_OPS(X) TREDUCE_OPS(X) TREDUCE_NORMALIZING_OPS(X)

@@ -12,6 +12,7 @@
 #include <c10/util/string_view.h>
 #include <torch/library.h>
 
+#include <array>
 #include <optional>
 #include <tuple>
 #include <vector>
@@ -19,6 +20,7 @@
 #include "../core/dtype.h"
 #include "../core/layout.h"
 #include "../core/cross_entropy.h"
+#include "../core/layer_norm.h"
 #include "../core/normalize.h"
 #include "../core/reduce_ops.h"
 #include "../core/variant.h"
@@ -148,6 +150,22 @@ using CrossEntropyForwardKernel = std::tuple<at::Tensor, at::Tensor, at::Tensor>
 using CrossEntropyBackwardKernel = at::Tensor (*)(const at::Tensor&, const at::Tensor&, const at::Tensor&,
                                                   const std::optional<at::Tensor>&, int64_t, int64_t, double,
                                                   const at::Tensor&, const at::Tensor&);
+using LayerNormKernel = at::Tensor (*)(const at::Tensor&, at::IntArrayRef, const std::optional<at::Tensor>&,
+                                       const std::optional<at::Tensor>&, double);
+using LayerNormForwardKernel = std::tuple<at::Tensor, at::Tensor, at::Tensor> (*)(
+    const at::Tensor&, at::IntArrayRef, const std::optional<at::Tensor>&, const std::optional<at::Tensor>&, double);
+using LayerNormBackwardKernel = std::tuple<at::Tensor, at::Tensor, at::Tensor> (*)(
+    const at::Tensor&, const at::Tensor&, at::IntArrayRef, const at::Tensor&, const at::Tensor&,
+    const std::optional<at::Tensor>&, const std::optional<at::Tensor>&, std::array<bool, 3>);
+using RmsNormKernel = at::Tensor (*)(const at::Tensor&, at::IntArrayRef, const std::optional<at::Tensor>&,
+                                     std::optional<double>);
+using RmsNormForwardKernel = std::tuple<at::Tensor, at::Tensor> (*)(const at::Tensor&, at::IntArrayRef,
+                                                                   const std::optional<at::Tensor>&,
+                                                                   std::optional<double>);
+using RmsNormBackwardKernel = std::tuple<at::Tensor, at::Tensor> (*)(const at::Tensor&, const at::Tensor&,
+                                                                    at::IntArrayRef, const at::Tensor&,
+                                                                    const std::optional<at::Tensor>&,
+                                                                    std::array<bool, 2>);
 // One device's kernel of each op (ops.h), by name: a table filled field by field, so that no
 // kernel can land in another op's place; register_kernels checks every one is set.
 struct DeviceKernels {
@@ -176,6 +194,26 @@ PreparedCrossEntropy prepare_cross_entropy_backward(const at::Tensor& grad, cons
                                                     const at::Tensor& target, const std::optional<at::Tensor>& weight,
                                                     int64_t reduction, int64_t ignore_index, double label_smoothing,
                                                     const at::Tensor& lse, const at::Tensor& total_weight);
+
+// layer_norm and rms_norm: torch's checks (normalized_shape at least one dim, the input's last
+// dims; weight and bias of that shape), here also of the input's floating dtype (weight and
+// bias too: no mixed dtypes), the inputs made contiguous, the results allocated: y like the
+// input, mean and rstd in the accumulator's dtype (float32, float64 for float64) of shape
+// input.shape[:-k] + [1] * k, as torch's CUDA kernels give them. Backward: grad_x, grad_weight
+// and grad_bias where the mask asks (and the op has them). A row of 0 elements: mean 0, rstd
+// NaN, as torch's; `empty` then says there is nothing for a kernel to do.
+struct PreparedLayerNorm {
+  LayerNormArgs args;
+  at::Tensor x, weight, bias, y, mean, rstd, grad, grad_x, grad_weight, grad_bias;
+  bool empty = false;
+};
+PreparedLayerNorm prepare_layer_norm(NormKind kind, const at::Tensor& input, at::IntArrayRef normalized_shape,
+                                     const std::optional<at::Tensor>& weight, const std::optional<at::Tensor>& bias,
+                                     std::optional<double> eps);
+PreparedLayerNorm prepare_layer_norm_backward(NormKind kind, const at::Tensor& grad, const at::Tensor& input,
+                                              at::IntArrayRef normalized_shape, const at::Tensor& mean,
+                                              const at::Tensor& rstd, const std::optional<at::Tensor>& weight,
+                                              const std::optional<at::Tensor>& bias, std::array<bool, 3> mask);
 
 // The normalizing ops' fields of a device's table (torch/cpu/normalize_cpu.cpp,
 // torch/cuda/normalize_cuda.cpp).

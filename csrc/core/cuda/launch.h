@@ -10,6 +10,7 @@
 #include "../dtype.h"
 #include "../layout.h"
 #include "../cross_entropy.h"
+#include "../layer_norm.h"
 #include "../normalize.h"
 #include "../reduce_ops.h"
 #include "../variant.h"
@@ -95,5 +96,11 @@ cudaError_t launch_normalize(const NormalizeArgs& a, cudaStream_t stream);
 // cross_entropy (cross_entropy.h): forward (a.sample_loss and a.sample_weight: workspace of
 // outer * inner accumulators each, unless reduction none) or backward, on `stream`.
 cudaError_t launch_cross_entropy(const CrossEntropyArgs& a, bool backward, cudaStream_t stream);
+
+// layer_norm and rms_norm (layer_norm.h), forward or backward, on `stream`; never synchronises.
+// The backward's a.partials: layer_norm_workspace(a) bytes (0: none), asked for with every
+// pointer of a set but partials (the shape of the launch depends on their alignment).
+size_t layer_norm_workspace(const LayerNormArgs& a);
+cudaError_t launch_layer_norm(const LayerNormArgs& a, bool backward, cudaStream_t stream);
 
 }  // namespace treduce::cuda

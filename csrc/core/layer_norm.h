@@ -1,0 +1,82 @@
+// layer_norm and rms_norm, forward and backward, torch-free: what each computes over the last
+// `cols` elements of a contiguous tensor seen as (rows, cols), for the CPU loops
+// (cpu/layer_norm.h) and the CUDA kernels (cuda/kernels/layer_norm.cuh) alike. With weight w and
+// bias b (1 and 0 where absent), a row x of n elements:
+//   layer_norm  mean = sum(x) / n,  rstd = 1 / sqrt(sum((x - mean)^2) / n + eps)
+//               xhat = (x - mean) rstd,  y = xhat w + b
+//   rms_norm    rstd = 1 / sqrt(sum(x^2) / n + eps),  xhat = x rstd,  y = xhat w
+// The variance is summed from the mean in a second pass over the row (held in registers or
+// read again), not from sum(x^2) - n mean^2, which cancels. Backward, for incoming gradient g
+// (gw = g w):
+//   layer_norm  dx = rstd (gw - sum(gw) / n - xhat sum(gw xhat) / n)
+//   rms_norm    dx = rstd (gw - xhat sum(gw xhat) / n)
+//   dw = sum over rows of g xhat,  db = sum over rows of g   (column reductions)
+// Statistics and sums are float32 (float64 for float64 inputs); mean and rstd are kept in that
+// type for the backward, as torch's CUDA kernels keep them.
+#pragma once
+
+#include <math.h>
+
+#include <cstdint>
+
+#include "convert.h"
+#include "dtype.h"
+
+namespace treduce {
+
+enum class NormKind : int8_t { Layer, Rms };
+
+// One call. x, weight, bias, y, grad and grad_x in `dtype`; grad_weight and grad_bias in
+// `dtype` too; mean and rstd `rows` accumulators each (float32, float64 for float64). Backward
+// reads x, mean (layer_norm), rstd, weight and grad; writes whichever of grad_x, grad_weight and
+// grad_bias are not null; `partials` is the CUDA backward's workspace (launch.h).
+struct LayerNormArgs {
+  NormKind kind = NormKind::Layer;
+  DType dtype = DType::Float;
+  const void* x = nullptr;
+  const void* weight = nullptr;  // cols elements, or null
+  const void* bias = nullptr;    // cols elements, or null (layer_norm only)
+  void* y = nullptr;
+  void* mean = nullptr;  // layer_norm only
+  void* rstd = nullptr;
+  int64_t rows = 0, cols = 1;
+  double eps = 1e-5;
+  const void* grad = nullptr;
+  void* grad_x = nullptr;
+  void* grad_weight = nullptr;
+  void* grad_bias = nullptr;
+  void* partials = nullptr;
+  int sm_count = 132;
+};
+
+TREDUCE_HOST_DEVICE float norm_rsqrt(float v) { return 1.0f / sqrtf(v); }
+TREDUCE_HOST_DEVICE double norm_rsqrt(double v) { return 1.0 / sqrt(v); }
+
+// rstd from a row's sum of squares about the mean (layer_norm) or about 0 (rms_norm).
+template <class Acc>
+TREDUCE_HOST_DEVICE Acc row_rstd(Acc squares, int64_t n, double eps) {
+  return norm_rsqrt(squares / Acc(n) + Acc(eps));
+}
+
+// y of one element.
+template <NormKind kKind, class Acc>
+TREDUCE_HOST_DEVICE Acc norm_forward_one(Acc x, Acc mean, Acc rstd, Acc w, Acc b) {
+  if constexpr (kKind == NormKind::Layer) return (x - mean) * rstd * w + b;
+  else return x * rstd * w;
+}
+
+// dx of one element from the row's sums: sum_g = sum(gw) (layer_norm), sum_gx = sum(gw xhat).
+template <NormKind kKind, class Acc>
+TREDUCE_HOST_DEVICE Acc norm_backward_one(Acc gw, Acc xhat, Acc rstd, Acc sum_g, Acc sum_gx, Acc inv_n) {
+  if constexpr (kKind == NormKind::Layer) return rstd * (gw - sum_g * inv_n - xhat * sum_gx * inv_n);
+  else return rstd * (gw - xhat * sum_gx * inv_n);
+}
+
+// xhat of one element.
+template <NormKind kKind, class Acc>
+TREDUCE_HOST_DEVICE Acc norm_xhat(Acc x, Acc mean, Acc rstd) {
+  if constexpr (kKind == NormKind::Layer) return (x - mean) * rstd;
+  else return x * rstd;
+}
+
+}  // namespace treduce
