@@ -21,6 +21,7 @@
 
 #include "convert.h"
 #include "dtype.h"
+#include "normalize.h"
 
 namespace treduce {
 

@@ -11,11 +11,17 @@
 #include <math.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "convert.h"
 #include "dtype.h"
 
 namespace treduce {
+
+// The accumulator of the normalizing ops (softmax's family, cross_entropy, layer_norm, rms_norm):
+// float64 for float64 inputs, else float32.
+template <class T>
+using NormAcc = std::conditional_t<std::is_same_v<T, double>, double, float>;
 
 enum class SoftmaxOp : int8_t { Softmax, LogSoftmax, SoftmaxBackward, LogSoftmaxBackward };
 

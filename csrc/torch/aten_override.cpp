@@ -140,11 +140,6 @@ void count_out_arg(Op op) {
   g_counts[counter_of(op)][static_cast<int>(Outcome::OutArg)].fetch_add(1, std::memory_order_relaxed);
 }
 
-// softmax's family takes floating tensors only (an integer input is torch's error).
-bool floating(at::ScalarType t) {
-  return t == at::kHalf || t == at::kBFloat16 || t == at::kFloat || t == at::kDouble;
-}
-
 // torch's own kernels of one device, called directly: the fallback of every call we leave. One
 // row a kernel, X(field, function, type), NS being the device's namespace of direct calls
 // (at::cpu, at::cuda): the table's fields and each device's filling come from it, by name.
@@ -469,7 +464,7 @@ bool cuda_softmax_wins(SoftmaxOp op, const at::Tensor& t, int64_t dim) {
 template <class T>
 bool take_softmax(SoftmaxOp op, const at::Tensor& self, bool half_to_float, int64_t dim) {
   Outcome o = Outcome::Routed;
-  if (!floating(self.scalar_type())) o = Outcome::InputDtype;
+  if (!is_floating(self.scalar_type())) o = Outcome::InputDtype;
   else if (T::kKey == c10::DispatchKey::CPU || !cuda_softmax_wins(op, self, dim)) o = Outcome::SlowerHere;
   if (o == Outcome::Routed) return take(op, self, std::nullopt);
   g_counts[counter_of(op)][static_cast<int>(o)].fetch_add(1, std::memory_order_relaxed);
@@ -523,7 +518,7 @@ at::Tensor cross_entropy_loss_route(const at::Tensor& self, const at::Tensor& ta
   Outcome o = Outcome::Routed;
   const auto traced = [](const at::Tensor& t) { return t.defined() && t.key_set().has(c10::DispatchKey::Python); };
   if (traced(self) || traced(target) || (weight && traced(*weight)) || ignore_index.is_symbolic()) o = Outcome::Traced;
-  else if (!floating(self.scalar_type()) || (weight && weight->defined() && weight->scalar_type() != self.scalar_type()))
+  else if (!is_floating(self.scalar_type()) || (weight && weight->defined() && weight->scalar_type() != self.scalar_type()))
     o = Outcome::InputDtype;
   else if (target.scalar_type() != at::kLong || target.dim() + 1 != std::max<int64_t>(self.dim(), 1) || self.dim() == 0)
     o = Outcome::Probabilities;
@@ -548,7 +543,7 @@ bool take_row_norm(RowNormCounter c, const at::Tensor& input, const std::optiona
   };
   Outcome o = Outcome::Routed;
   if (symbolic) o = Outcome::Traced;
-  else if (!floating(input.scalar_type()) || other(weight) || other(bias) ||
+  else if (!is_floating(input.scalar_type()) || other(weight) || other(bias) ||
            (grad.defined() && grad.scalar_type() != input.scalar_type()))
     o = Outcome::InputDtype;
   else if (has_names(input)) o = Outcome::NamedTensor;

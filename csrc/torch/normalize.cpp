@@ -24,10 +24,6 @@ const char* softmax_name(SoftmaxOp op) {
   return "softmax";
 }
 
-bool normalizes(at::ScalarType t) {
-  return t == at::kHalf || t == at::kBFloat16 || t == at::kFloat || t == at::kDouble;
-}
-
 // (outer, size, inner) of a contiguous tensor around dim (a 0-dim tensor is one element).
 void set_dims(NormalizeArgs& a, const at::Tensor& x, int64_t dim) {
   a.outer = 1, a.size = 1, a.inner = 1;
@@ -44,7 +40,7 @@ at::ScalarType xent_acc(at::ScalarType t) { return t == at::kDouble ? at::kDoubl
 void xent_common(PreparedCrossEntropy& p, const at::Tensor& self, const at::Tensor& target,
                  const std::optional<at::Tensor>& weight, int64_t reduction, int64_t ignore_index,
                  double label_smoothing) {
-  TORCH_CHECK(normalizes(self.scalar_type()), "cross_entropy: expected floating-point logits, got ",
+  TORCH_CHECK(is_floating(self.scalar_type()), "cross_entropy: expected floating-point logits, got ",
               c10::toString(self.scalar_type()));
   TORCH_CHECK(target.scalar_type() == at::kLong, "cross_entropy: expected class-index targets of type Long, got ",
               c10::toString(target.scalar_type()), " (class probabilities: torch's F.cross_entropy)");
@@ -98,7 +94,7 @@ void norm_common(PreparedLayerNorm& p, NormKind kind, const at::Tensor& input, a
   const int64_t k = int64_t(shape.size()), axis = input.dim() - k;
   TORCH_CHECK(axis >= 0 && input.sizes().slice(axis) == shape, "Given normalized_shape=", shape,
               ", expected input with shape [*, ", c10::Join(", ", shape), "], but got input of size", input.sizes());
-  TORCH_CHECK(normalizes(input.scalar_type()), name, ": expected a floating-point input (float16, bfloat16, float32, "
+  TORCH_CHECK(is_floating(input.scalar_type()), name, ": expected a floating-point input (float16, bfloat16, float32, "
               "float64), got ", c10::toString(input.scalar_type()));
   const auto take = [&](const std::optional<at::Tensor>& t, const char* what, at::Tensor& into) {
     if (!t || !t->defined()) return;
@@ -256,10 +252,10 @@ PreparedSoftmax prepare_softmax(SoftmaxOp op, const at::Tensor& self, int64_t di
   PreparedSoftmax p;
   p.x = self;
   if (out_type != self.scalar_type() &&
-      !(normalizes(self.scalar_type()) && normalizes(out_type) &&
+      !(is_floating(self.scalar_type()) && is_floating(out_type) &&
         normalize_pair(op, dtype_of_scalar(self.scalar_type()), dtype_of_scalar(out_type))))
     p.x = self.to(out_type);  // as torch.softmax(x, dtype=): the input converted first
-  TORCH_CHECK(normalizes(p.x.scalar_type()) && normalizes(out_type), name,
+  TORCH_CHECK(is_floating(p.x.scalar_type()) && is_floating(out_type), name,
               ": expected a floating-point input and result (float16, bfloat16, float32, float64), got ",
               c10::toString(p.x.scalar_type()), " and ", c10::toString(out_type));
   p.x = p.x.contiguous();
@@ -279,7 +275,7 @@ PreparedSoftmax prepare_softmax_backward(SoftmaxOp op, const at::Tensor& grad, c
   TORCH_CHECK(grad.sizes() == output.sizes(), name, ": grad_output of shape ", grad.sizes(),
               " and output of shape ", output.sizes(), " differ");
   TORCH_CHECK(grad.device() == output.device(), name, ": grad_output and output on different devices");
-  TORCH_CHECK(normalizes(output.scalar_type()) && normalizes(input_dtype), name,
+  TORCH_CHECK(is_floating(output.scalar_type()) && is_floating(input_dtype), name,
               ": expected floating-point tensors (float16, bfloat16, float32, float64), got ",
               c10::toString(output.scalar_type()), " and input_dtype ", c10::toString(input_dtype));
   dim = c10::maybe_wrap_dim(dim, output.dim());

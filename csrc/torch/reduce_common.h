@@ -166,6 +166,11 @@ using RmsNormBackwardKernel = std::tuple<at::Tensor, at::Tensor> (*)(const at::T
                                                                     at::IntArrayRef, const at::Tensor&,
                                                                     const std::optional<at::Tensor>&,
                                                                     std::array<bool, 2>);
+// The floating dtypes the normalizing ops take (and the override routes to them).
+inline bool is_floating(at::ScalarType t) {
+  return t == at::kHalf || t == at::kBFloat16 || t == at::kFloat || t == at::kDouble;
+}
+
 // One device's kernel of each op (ops.h), by name: a table filled field by field, so that no
 // kernel can land in another op's place; register_kernels checks every one is set.
 struct DeviceKernels {

@@ -5,13 +5,7 @@
 namespace treduce::cuda {
 
 cudaError_t launch_cross_entropy(const CrossEntropyArgs& a, bool backward, cudaStream_t stream) {
-  switch (a.dtype) {
-    case DType::Half: return xent::launch<__half>(a, backward, stream);
-    case DType::BFloat16: return xent::launch<__nv_bfloat16>(a, backward, stream);
-    case DType::Float: return xent::launch<float>(a, backward, stream);
-    case DType::Double: return xent::launch<double>(a, backward, stream);
-    default: return cudaErrorInvalidValue;
-  }
+  return norm::visit_floating(a.dtype, [&](auto zero) { return xent::launch<decltype(zero)>(a, backward, stream); });
 }
 
 }  // namespace treduce::cuda

@@ -9,12 +9,17 @@
 
 #include "../dtype.h"
 #include "../layout.h"
-#include "../cross_entropy.h"
-#include "../layer_norm.h"
-#include "../normalize.h"
 #include "../reduce_ops.h"
 #include "../variant.h"
 #include "plan.h"
+
+// The normalizing ops' arguments (normalize.h, cross_entropy.h, layer_norm.h): declared here, so
+// that the reductions' units do not depend on those headers.
+namespace treduce {
+struct NormalizeArgs;
+struct CrossEntropyArgs;
+struct LayerNormArgs;
+}  // namespace treduce
 
 namespace treduce::cuda {
 

@@ -11,13 +11,10 @@ cudaError_t launch_op(const NormalizeArgs& a, cudaStream_t stream) {
   using norm::launch;
   const DType in = a.in, out = a.out;
   if (in == out) {
-    switch (in) {
-      case DType::Half: return launch<kOp, __half, __half>(a, stream);
-      case DType::BFloat16: return launch<kOp, __nv_bfloat16, __nv_bfloat16>(a, stream);
-      case DType::Float: return launch<kOp, float, float>(a, stream);
-      case DType::Double: return launch<kOp, double, double>(a, stream);
-      default: return cudaErrorInvalidValue;
-    }
+    return norm::visit_floating(in, [&](auto zero) {
+      using T = decltype(zero);
+      return launch<kOp, T, T>(a, stream);
+    });
   }
   if constexpr (is_backward(kOp)) {
     if (in == DType::Float && out == DType::Half) return launch<kOp, float, __half>(a, stream);

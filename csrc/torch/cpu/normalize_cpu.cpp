@@ -18,7 +18,7 @@ namespace {
 
 template <SoftmaxOp kOp, class In, class Out>
 void run(const NormalizeArgs& a) {
-  using Acc = std::conditional_t<std::is_same_v<In, double>, double, float>;
+  using Acc = NormAcc<In>;
   const int64_t tasks = normalize_tasks(a);
   const int64_t per_task = a.size * std::min<int64_t>(a.inner, kNormStrip);
   const int64_t grain = std::max<int64_t>(1, 32768 / std::max<int64_t>(1, per_task));
@@ -27,19 +27,28 @@ void run(const NormalizeArgs& a) {
   });
 }
 
+// f(T{}) with the C++ type of a floating dtype.
+template <class F>
+void visit_floating(DType t, const F& f) {
+  switch (t) {
+    case DType::Half: return f(c10::Half());
+    case DType::BFloat16: return f(c10::BFloat16());
+    case DType::Float: return f(float());
+    case DType::Double: return f(double());
+    default: TORCH_INTERNAL_ASSERT(false, "no CPU kernel for this dtype");
+  }
+}
+
 template <SoftmaxOp kOp>
 void run_op(const NormalizeArgs& a) {
   using H = c10::Half;
   using B = c10::BFloat16;
   if (a.outer * a.size * a.inner == 0) return;
   if (a.in == a.out) {
-    switch (a.in) {
-      case DType::Half: return run<kOp, H, H>(a);
-      case DType::BFloat16: return run<kOp, B, B>(a);
-      case DType::Float: return run<kOp, float, float>(a);
-      case DType::Double: return run<kOp, double, double>(a);
-      default: break;
-    }
+    return visit_floating(a.in, [&](auto zero) {
+      using T = decltype(zero);
+      run<kOp, T, T>(a);
+    });
   } else if constexpr (is_backward(kOp)) {
     if (a.out == DType::Half) return run<kOp, float, H>(a);
     if (a.out == DType::BFloat16) return run<kOp, float, B>(a);
@@ -73,16 +82,6 @@ at::Tensor softmax_backward_cpu(const at::Tensor& grad, const at::Tensor& output
   return finish(p);
 }
 
-template <class F>
-void visit_floating(DType t, const F& f) {
-  switch (t) {
-    case DType::Half: return f(c10::Half());
-    case DType::BFloat16: return f(c10::BFloat16());
-    case DType::Float: return f(float());
-    case DType::Double: return f(double());
-    default: TORCH_INTERNAL_ASSERT(false, "no CPU kernel for this dtype");
-  }
-}
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> cross_entropy_forward_cpu(const at::Tensor& self, const at::Tensor& target,
                                                                          const std::optional<at::Tensor>& weight,
@@ -92,7 +91,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> cross_entropy_forward_cpu(const a
   const CrossEntropyArgs& a = p.args;
   visit_floating(a.dtype, [&](auto zero) {
     using In = decltype(zero);
-    using Acc = std::conditional_t<std::is_same_v<In, double>, double, float>;
+    using Acc = NormAcc<In>;
     const int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(1, a.classes));
     at::parallel_for(0, a.outer * a.inner, grain, [&](int64_t begin, int64_t end) {
       for (int64_t s = begin; s < end; ++s) xent_forward_sample<In, Acc>(a, s);
@@ -115,7 +114,7 @@ at::Tensor cross_entropy_backward_cpu(const at::Tensor& grad, const at::Tensor& 
   const CrossEntropyArgs& a = p.args;
   visit_floating(a.dtype, [&](auto zero) {
     using In = decltype(zero);
-    using Acc = std::conditional_t<std::is_same_v<In, double>, double, float>;
+    using Acc = NormAcc<In>;
     Acc weight_sum = Acc(a.classes);
     if (a.weight && a.smoothing != 0.0) {
       weight_sum = Acc(0);
@@ -139,7 +138,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> norm_forward(const at::Tensor& in
     const LayerNormArgs& a = p.args;
     visit_floating(a.dtype, [&](auto zero) {
       using T = decltype(zero);
-      using Acc = std::conditional_t<std::is_same_v<T, double>, double, float>;
+      using Acc = NormAcc<T>;
       const int64_t grain = std::max<int64_t>(1, 32768 / a.cols);
       at::parallel_for(0, a.rows, grain, [&](int64_t begin, int64_t end) {
         for (int64_t r = begin; r < end; ++r) layer_norm_forward_row<kKind, T, Acc>(a, r);
@@ -161,7 +160,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> norm_backward(const at::Tensor& g
     const LayerNormArgs& a = p.args;
     visit_floating(a.dtype, [&](auto zero) {
       using T = decltype(zero);
-      using Acc = std::conditional_t<std::is_same_v<T, double>, double, float>;
+      using Acc = NormAcc<T>;
       const int64_t chunks = layer_norm_chunks(a.rows), per = (a.rows + chunks - 1) / chunks;
       const bool dw = a.grad_weight != nullptr, db = a.grad_bias != nullptr;
       std::vector<Acc> parts(size_t((dw + db) * chunks * a.cols));

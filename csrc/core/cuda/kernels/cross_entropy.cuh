@@ -199,7 +199,7 @@ __global__ void __launch_bounds__(kColumnsThreads) columns_backward_kernel(Cross
 
 template <class In>
 cudaError_t launch(const CrossEntropyArgs& a, bool backward, cudaStream_t stream) {
-  using Acc = std::conditional_t<std::is_same_v<In, double>, double, float>;
+  using Acc = NormAcc<In>;
   constexpr int kVec = 16 / sizeof(In);
   const int64_t samples = a.outer * a.inner;
   if (samples == 0) return cudaSuccess;

@@ -16,6 +16,18 @@
 
 namespace treduce::cuda::norm {
 
+// f(T{}) with the CUDA type of a floating dtype (the normalizing ops' launchers); else invalid.
+template <class F>
+cudaError_t visit_floating(DType t, const F& f) {
+  switch (t) {
+    case DType::Half: return f(__half());
+    case DType::BFloat16: return f(__nv_bfloat16());
+    case DType::Float: return f(float());
+    case DType::Double: return f(double());
+    default: return cudaErrorInvalidValue;
+  }
+}
+
 inline constexpr int kWarpRowsBlock = 128;    // 4 warps
 inline constexpr int kBlockRowThreads = 512;
 inline constexpr int kRowCacheBytes = 160 << 10;
@@ -335,7 +347,7 @@ cudaError_t launch_block_rows(const In* x, const In* y, Out* out, int64_t rows, 
 
 template <SoftmaxOp kOp, class In, class Out>
 cudaError_t launch(const NormalizeArgs& a, cudaStream_t stream) {
-  using Acc = std::conditional_t<std::is_same_v<In, double>, double, float>;
+  using Acc = NormAcc<In>;
   constexpr int kVec = 16 / sizeof(In);
   const In* x = static_cast<const In*>(a.x);
   const In* y = static_cast<const In*>(a.y);
