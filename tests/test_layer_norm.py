@@ -271,8 +271,8 @@ def test_override_routes_the_norms_and_their_backwards():
             assert ov.routed[name] == 1, (name, dict(ov.routed), dict(ov.fallback_reasons), seed)
         # (torch.rms_norm reaches _fused_rms_norm on CUDA where the release has it so)
         assert ov.routed["rms_norm"] == ov.routed["rms_norm_backward"], dict(ov.routed)
-    # A float32 weight over a bfloat16 input: torch's mixed-precision kernel, counted.
+    # A float32 weight and bias over a bfloat16 input: torch's mixed-precision kernel, counted.
     x, ns, w, b = make((64, 512), 1, torch.bfloat16, "cuda", gen)
     with torch_reduce.override() as ov:
-        F.layer_norm(x, ns, w.float(), None)
+        F.layer_norm(x, ns, w.float(), b.float())
     assert ov.fallback["layer_norm"] == 1 and ov.fallback_reasons["input dtype"] >= 1

@@ -23,7 +23,9 @@ using norm::group_sum;
 using norm::Pack;
 
 inline constexpr int kLoopThreads = 512;    // a block a row, past what registers hold
-inline constexpr int kCombineY = 8;         // weight_grads_kernel: 32 columns x kCombineY
+inline constexpr int kCombineY = 8;         // columns_grads_kernel: 32 columns x kCombineY
+inline constexpr int kPartialsY = 32;       // weight_grads_kernel: 32 columns x kPartialsY
+inline constexpr int kPartialsWays = 4;     // ... each thread's loads in flight
 inline constexpr int kLeastBlock = 128;     // a block holds kLeastBlock / kTeam teams of small teams
 
 template <int kTeam>
@@ -214,21 +216,36 @@ __global__ void __launch_bounds__(kTeamBlock<kTeam>) backward_kernel(LayerNormAr
 }
 
 // dw and db from `parts` partials a column (partials[p][cols], then the bias's): 32 columns a
-// block, kCombineY threads down each summing every kCombineY-th partial, combined in y order.
+// block, kPartialsY threads down each; thread y sums partials y, y + kPartialsY, ... into
+// kPartialsWays accumulators in turn (their loads in flight together: with one, a column of 528
+// partials was a chain of dependent loads, 30 us of a 2048-wide backward), then the ways and the
+// threads down are combined in order.
 template <class T, class Acc>
-__global__ void __launch_bounds__(32 * kCombineY) weight_grads_kernel(LayerNormArgs a, int64_t parts) {
-  __shared__ Acc sw[kCombineY][33], sb[kCombineY][33];
+__global__ void __launch_bounds__(32 * kPartialsY) weight_grads_kernel(LayerNormArgs a, int64_t parts) {
+  __shared__ Acc sw[kPartialsY][33], sb[kPartialsY][33];
   const int64_t n = a.cols;
   const int64_t i = int64_t(blockIdx.x) * 32 + threadIdx.x;
   const Acc* pw = static_cast<const Acc*>(a.partials);
   const Acc* pb = pw + parts * n;
   Acc w = Acc(0), b = Acc(0);
-  if (i < n)
-    for (int64_t p = threadIdx.y; p < parts; p += kCombineY) w += pw[p * n + i], b += pb[p * n + i];
+  if (i < n) {
+    Acc ws[kPartialsWays] = {}, bs[kPartialsWays] = {};
+    constexpr int64_t kStep = int64_t(kPartialsY) * kPartialsWays;
+    int64_t p = threadIdx.y;
+    for (; p + (kPartialsWays - 1) * kPartialsY < parts; p += kStep)
+#pragma unroll
+      for (int k = 0; k < kPartialsWays; ++k)
+        ws[k] += pw[(p + k * kPartialsY) * n + i], bs[k] += pb[(p + k * kPartialsY) * n + i];
+#pragma unroll
+    for (int k = 0; k < kPartialsWays; ++k)
+      if (p + k * kPartialsY < parts) ws[k] += pw[(p + k * kPartialsY) * n + i], bs[k] += pb[(p + k * kPartialsY) * n + i];
+#pragma unroll
+    for (int k = 0; k < kPartialsWays; ++k) w += ws[k], b += bs[k];
+  }
   sw[threadIdx.y][threadIdx.x] = w, sb[threadIdx.y][threadIdx.x] = b;
   __syncthreads();
   if (threadIdx.y != 0 || i >= n) return;
-  for (int k = 1; k < kCombineY; ++k) w += sw[k][threadIdx.x], b += sb[k][threadIdx.x];
+  for (int k = 1; k < kPartialsY; ++k) w += sw[k][threadIdx.x], b += sb[k][threadIdx.x];
   if (a.grad_weight) static_cast<T*>(a.grad_weight)[i] = element_cast<T>(w);
   if (a.grad_bias) static_cast<T*>(a.grad_bias)[i] = element_cast<T>(b);
 }
