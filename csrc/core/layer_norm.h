@@ -73,6 +73,17 @@ TREDUCE_HOST_DEVICE Acc norm_backward_one(Acc gw, Acc xhat, Acc rstd, Acc sum_g,
   else return rstd * (gw - xhat * sum_gx * inv_n);
 }
 
+// Whether override() takes a CUDA call (aten's native_layer_norm, _fused_rms_norm and their
+// backwards) for rows of `cols` elements of `bytes` each, `packs` where every row is whole
+// aligned 16-byte packs: where a team of the CUDA kernels holds the row in registers, which the
+// suite measured at or past torch's kernels (H100, benchmarks/results/h100/normalizing.md:
+// forward over rows of 768 to 8192 bfloat16 and 1024 float32 at 0.63-0.86x torch's time), and
+// not the block-a-row kernels past them (rows of 16384 bfloat16: forward and backward 225 us
+// against torch's 149), nor rows of single elements (not measured).
+constexpr bool layer_norm_cuda_wins(bool backward, int bytes, int64_t cols, bool packs) {
+  return packs && cols <= (backward ? 1024 : 2048) * int64_t(16 / bytes);
+}
+
 // xhat of one element.
 template <NormKind kKind, class Acc>
 TREDUCE_HOST_DEVICE Acc norm_xhat(Acc x, Acc mean, Acc rstd) {

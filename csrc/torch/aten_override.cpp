@@ -536,17 +536,30 @@ at::Tensor cross_entropy_loss_route(const at::Tensor& self, const at::Tensor& ta
 // symbolic shapes, inputs that are not floating, and weight or bias of another dtype than the
 // input (torch's mixed-precision kernels). On the CPU they stay torch's, uncounted (no CPU
 // kernel of ours was measured against torch's vectorised ones).
-bool take_row_norm(RowNormCounter c, const at::Tensor& input, const std::optional<at::Tensor>& weight,
+// Where layer_norm_cuda_wins (core/layer_norm.h) says ours measured at or past torch's.
+bool cuda_row_norm_wins(bool backward, const at::Tensor& input, int64_t cols, const std::optional<at::Tensor>& weight,
+                        const std::optional<at::Tensor>& bias) {
+  const int64_t bytes = int64_t(input.element_size());
+  // (a non-contiguous input is copied first: the copy is aligned)
+  const auto aligned = [](const at::Tensor& t) { return reinterpret_cast<uintptr_t>(t.const_data_ptr()) % 16 == 0; };
+  const auto fits = [&](const std::optional<at::Tensor>& t) { return !t || !t->defined() || aligned(*t); };
+  const bool packs = cols % (16 / bytes) == 0 && (!input.is_contiguous() || aligned(input)) && fits(weight) && fits(bias);
+  return layer_norm_cuda_wins(backward, int(bytes), cols, packs);
+}
+
+bool take_row_norm(RowNormCounter c, const at::Tensor& input, int64_t cols, const std::optional<at::Tensor>& weight,
                    const std::optional<at::Tensor>& bias, bool symbolic, const at::Tensor& grad = at::Tensor()) {
   const auto other = [&](const std::optional<at::Tensor>& t) {
     return t && t->defined() && t->scalar_type() != input.scalar_type();
   };
+  const bool backward = c == RowNormCounter::LayerNormBackward || c == RowNormCounter::RmsNormBackward;
   Outcome o = Outcome::Routed;
   if (symbolic) o = Outcome::Traced;
   else if (!is_floating(input.scalar_type()) || other(weight) || other(bias) ||
            (grad.defined() && grad.scalar_type() != input.scalar_type()))
     o = Outcome::InputDtype;
   else if (has_names(input)) o = Outcome::NamedTensor;
+  else if (input.numel() > 0 && !cuda_row_norm_wins(backward, input, cols, weight, bias)) o = Outcome::SlowerHere;
   g_counts[counter_of(c)][static_cast<int>(o)].fetch_add(1, std::memory_order_relaxed);
   return o == Outcome::Routed;
 }
@@ -557,11 +570,18 @@ bool is_symbolic(c10::SymIntArrayRef shape) {
   return false;
 }
 
+// The elements a row (1 where the shape is symbolic: that call is not taken).
+int64_t row_elements(c10::SymIntArrayRef shape) {
+  int64_t n = 1;
+  for (const c10::SymInt& s : shape) n *= s.is_symbolic() ? 1 : s.as_int_unchecked();
+  return n;
+}
+
 void impl_row_norms(torch::Library& m) {
   m.impl("native_layer_norm", +[](const at::Tensor& input, c10::SymIntArrayRef shape,
                                   const std::optional<at::Tensor>& weight, const std::optional<at::Tensor>& bias,
                                   double eps) {
-    if (take_row_norm(RowNormCounter::LayerNorm, input, weight, bias, is_symbolic(shape)))
+    if (take_row_norm(RowNormCounter::LayerNorm, input, row_elements(shape), weight, bias, is_symbolic(shape)))
       return Cuda::ours().layer_norm_forward(input, C10_AS_INTARRAYREF_SLOW(shape), weight, bias, eps);
     return at::cuda::native_layer_norm_symint(input, shape, weight, bias, eps);
   });
@@ -569,21 +589,23 @@ void impl_row_norms(torch::Library& m) {
          +[](const at::Tensor& grad, const at::Tensor& input, c10::SymIntArrayRef shape, const at::Tensor& mean,
              const at::Tensor& rstd, const std::optional<at::Tensor>& weight, const std::optional<at::Tensor>& bias,
              std::array<bool, 3> mask) {
-           if (take_row_norm(RowNormCounter::LayerNormBackward, input, weight, bias, is_symbolic(shape), grad))
+           if (take_row_norm(RowNormCounter::LayerNormBackward, input, row_elements(shape), weight, bias,
+                             is_symbolic(shape), grad))
              return Cuda::ours().layer_norm_backward(grad, input, C10_AS_INTARRAYREF_SLOW(shape), mean, rstd, weight,
                                                      bias, mask);
            return at::cuda::native_layer_norm_backward_symint(grad, input, shape, mean, rstd, weight, bias, mask);
          });
   m.impl("_fused_rms_norm", +[](const at::Tensor& input, at::IntArrayRef shape, const std::optional<at::Tensor>& weight,
                                 std::optional<double> eps) {
-    if (take_row_norm(RowNormCounter::RmsNorm, input, weight, std::nullopt, false))
+    if (take_row_norm(RowNormCounter::RmsNorm, input, c10::multiply_integers(shape), weight, std::nullopt, false))
       return Cuda::ours().rms_norm_forward(input, shape, weight, eps);
     return at::cuda::_fused_rms_norm(input, shape, weight, eps);
   });
   m.impl("_fused_rms_norm_backward",
          +[](const at::Tensor& grad, const at::Tensor& input, at::IntArrayRef shape, const at::Tensor& rstd,
              const std::optional<at::Tensor>& weight, std::array<bool, 2> mask) {
-           if (take_row_norm(RowNormCounter::RmsNormBackward, input, weight, std::nullopt, false, grad))
+           if (take_row_norm(RowNormCounter::RmsNormBackward, input, c10::multiply_integers(shape), weight,
+                             std::nullopt, false, grad))
              return Cuda::ours().rms_norm_backward(grad, input, shape, rstd, weight, mask);
            return at::cuda::_fused_rms_norm_backward(grad, input, shape, rstd, weight, mask);
          });
