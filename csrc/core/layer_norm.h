@@ -75,13 +75,16 @@ TREDUCE_HOST_DEVICE Acc norm_backward_one(Acc gw, Acc xhat, Acc rstd, Acc sum_g,
 
 // Whether override() takes a CUDA call (aten's native_layer_norm, _fused_rms_norm and their
 // backwards) for rows of `cols` elements of `bytes` each, `packs` where every row is whole
-// aligned 16-byte packs: where a team of the CUDA kernels holds the row in registers, which the
-// suite measured at or past torch's kernels (H100, benchmarks/results/h100/normalizing.md:
-// forward over rows of 768 to 8192 bfloat16 and 1024 float32 at 0.63-0.86x torch's time), and
-// not the block-a-row kernels past them (rows of 16384 bfloat16: forward and backward 225 us
-// against torch's 149), nor rows of single elements (not measured).
+// aligned 16-byte packs: where the suite measured ours at or past torch's kernels (H100,
+// benchmarks/results/h100/normalizing_norms.md, code of ced1ca2). Forward: rows of 768 to 8192
+// bfloat16 and 1024 float32 at 0.50-0.95x torch's time; not rows of 16384 (a block a row then:
+// 71.6 us against 52.5), nor rows of single elements (not measured). Backward (forward and
+// backward in an eager loop): rows of 768 bfloat16 and 1024 float32 at 0.90-1.01x torch's time;
+// not longer rows yet, where 3 of 6 cases were slower (layer_norm over (4096, 2048) bfloat16 180
+// us against 142: the weight's partials summed one dependent load at a time, since changed and
+// not yet measured).
 constexpr bool layer_norm_cuda_wins(bool backward, int bytes, int64_t cols, bool packs) {
-  return packs && cols <= (backward ? 1024 : 2048) * int64_t(16 / bytes);
+  return packs && cols <= (backward ? int64_t(1024) : 1024 * int64_t(16 / bytes));
 }
 
 // xhat of one element.
