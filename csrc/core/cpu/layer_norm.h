@@ -13,7 +13,11 @@
 
 namespace treduce::cpu {
 
-inline int64_t layer_norm_chunks(int64_t rows) { return std::min<int64_t>(rows, 64); }
+// Up to 64 chunks, fewer for long rows: their partials (2 x chunks x cols accumulators) stay
+// within 2^20 accumulators a kind.
+inline int64_t layer_norm_chunks(int64_t rows, int64_t cols) {
+  return std::max<int64_t>(1, std::min<int64_t>({rows, 64, (int64_t(1) << 20) / std::max<int64_t>(cols, 1)}));
+}
 
 template <NormKind kKind, class T, class Acc>
 void layer_norm_forward_row(const LayerNormArgs& a, int64_t r) {

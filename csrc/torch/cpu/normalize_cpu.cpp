@@ -161,7 +161,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> norm_backward(const at::Tensor& g
     visit_floating(a.dtype, [&](auto zero) {
       using T = decltype(zero);
       using Acc = NormAcc<T>;
-      const int64_t chunks = layer_norm_chunks(a.rows), per = (a.rows + chunks - 1) / chunks;
+      const int64_t chunks = layer_norm_chunks(a.rows, a.cols), per = (a.rows + chunks - 1) / chunks;
       const bool dw = a.grad_weight != nullptr, db = a.grad_bias != nullptr;
       std::vector<Acc> parts(size_t((dw + db) * chunks * a.cols));
       Acc* dw_part = dw ? parts.data() : nullptr;
