@@ -112,7 +112,7 @@ void norm_common(PreparedLayerNorm& p, NormKind kind, const at::Tensor& input, a
   a.kind = kind;
   a.dtype = dtype_of_scalar(input.scalar_type());
   a.cols = c10::multiply_integers(shape);
-  a.rows = a.cols == 0 ? c10::multiply_integers(input.sizes().slice(0, axis)) : input.numel() / a.cols;
+  a.rows = c10::multiply_integers(input.sizes().slice(0, axis));
   a.x = p.x.const_data_ptr();
   a.weight = p.weight.defined() ? p.weight.const_data_ptr() : nullptr;
   a.bias = p.bias.defined() ? p.bias.const_data_ptr() : nullptr;

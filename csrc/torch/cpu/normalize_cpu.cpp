@@ -11,6 +11,7 @@
 #include "../../core/cpu/layer_norm.h"
 #include "../../core/cpu/normalize.h"
 #include "../reduce_common.h"
+#include "../row_norm_entries.h"
 #include "lowp.h"
 
 namespace treduce::cpu {
@@ -128,97 +129,62 @@ at::Tensor cross_entropy_backward_cpu(const at::Tensor& grad, const at::Tensor& 
   return p.grad_x;
 }
 
-template <NormKind kKind>
-std::tuple<at::Tensor, at::Tensor, at::Tensor> norm_forward(const at::Tensor& input, at::IntArrayRef shape,
-                                                            const std::optional<at::Tensor>& weight,
-                                                            const std::optional<at::Tensor>& bias,
-                                                            std::optional<double> eps) {
-  PreparedLayerNorm p = prepare_layer_norm(kKind, input, shape, weight, bias, eps);
-  if (!p.empty) {
-    const LayerNormArgs& a = p.args;
-    visit_floating(a.dtype, [&](auto zero) {
-      using T = decltype(zero);
-      using Acc = NormAcc<T>;
-      const int64_t grain = std::max<int64_t>(1, 32768 / a.cols);
-      at::parallel_for(0, a.rows, grain, [&](int64_t begin, int64_t end) {
-        for (int64_t r = begin; r < end; ++r) layer_norm_forward_row<kKind, T, Acc>(a, r);
+// Both norms on this device, for RowNormEntries (row_norm_entries.h).
+struct Norms {
+  template <NormKind kKind>
+  static std::tuple<at::Tensor, at::Tensor, at::Tensor> forward(const at::Tensor& input, at::IntArrayRef shape,
+                                                                const std::optional<at::Tensor>& weight,
+                                                                const std::optional<at::Tensor>& bias,
+                                                                std::optional<double> eps) {
+    PreparedLayerNorm p = prepare_layer_norm(kKind, input, shape, weight, bias, eps);
+    if (!p.empty) {
+      const LayerNormArgs& a = p.args;
+      visit_floating(a.dtype, [&](auto zero) {
+        using T = decltype(zero);
+        using Acc = NormAcc<T>;
+        const int64_t grain = std::max<int64_t>(1, 32768 / a.cols);
+        at::parallel_for(0, a.rows, grain, [&](int64_t begin, int64_t end) {
+          for (int64_t r = begin; r < end; ++r) layer_norm_forward_row<kKind, T, Acc>(a, r);
+        });
       });
-    });
+    }
+    return {p.y, p.mean, p.rstd};
   }
-  return {p.y, p.mean, p.rstd};
-}
 
-template <NormKind kKind>
-std::tuple<at::Tensor, at::Tensor, at::Tensor> norm_backward(const at::Tensor& grad, const at::Tensor& input,
-                                                             at::IntArrayRef shape, const at::Tensor& mean,
-                                                             const at::Tensor& rstd,
-                                                             const std::optional<at::Tensor>& weight,
-                                                             const std::optional<at::Tensor>& bias,
-                                                             std::array<bool, 3> mask) {
-  PreparedLayerNorm p = prepare_layer_norm_backward(kKind, grad, input, shape, mean, rstd, weight, bias, mask);
-  if (!p.empty) {
-    const LayerNormArgs& a = p.args;
-    visit_floating(a.dtype, [&](auto zero) {
-      using T = decltype(zero);
-      using Acc = NormAcc<T>;
-      const int64_t chunks = layer_norm_chunks(a.rows, a.cols), per = (a.rows + chunks - 1) / chunks;
-      const bool dw = a.grad_weight != nullptr, db = a.grad_bias != nullptr;
-      std::vector<Acc> parts(size_t((dw + db) * chunks * a.cols));
-      Acc* dw_part = dw ? parts.data() : nullptr;
-      Acc* db_part = db ? parts.data() + (dw ? chunks * a.cols : 0) : nullptr;
-      at::parallel_for(0, chunks, 1, [&](int64_t begin, int64_t end) {
-        for (int64_t c = begin; c < end; ++c)
-          layer_norm_backward_chunk<kKind, T, Acc>(a, c, per, dw_part ? dw_part + c * a.cols : nullptr,
-                                                   db_part ? db_part + c * a.cols : nullptr);
+  template <NormKind kKind>
+  static std::tuple<at::Tensor, at::Tensor, at::Tensor> backward(const at::Tensor& grad, const at::Tensor& input,
+                                                               at::IntArrayRef shape, const at::Tensor& mean,
+                                                               const at::Tensor& rstd,
+                                                               const std::optional<at::Tensor>& weight,
+                                                               const std::optional<at::Tensor>& bias,
+                                                               std::array<bool, 3> mask) {
+    PreparedLayerNorm p = prepare_layer_norm_backward(kKind, grad, input, shape, mean, rstd, weight, bias, mask);
+    if (!p.empty) {
+      const LayerNormArgs& a = p.args;
+      visit_floating(a.dtype, [&](auto zero) {
+        using T = decltype(zero);
+        using Acc = NormAcc<T>;
+        const int64_t chunks = layer_norm_chunks(a.rows, a.cols), per = (a.rows + chunks - 1) / chunks;
+        const bool dw = a.grad_weight != nullptr, db = a.grad_bias != nullptr;
+        std::vector<Acc> parts(size_t((dw + db) * chunks * a.cols));
+        Acc* dw_part = dw ? parts.data() : nullptr;
+        Acc* db_part = db ? parts.data() + (dw ? chunks * a.cols : 0) : nullptr;
+        at::parallel_for(0, chunks, 1, [&](int64_t begin, int64_t end) {
+          for (int64_t c = begin; c < end; ++c)
+            layer_norm_backward_chunk<kKind, T, Acc>(a, c, per, dw_part ? dw_part + c * a.cols : nullptr,
+                                                     db_part ? db_part + c * a.cols : nullptr);
+        });
+        if (dw || db) layer_norm_weight_grads<T, Acc>(a, chunks, dw_part, db_part);
       });
-      if (dw || db) layer_norm_weight_grads<T, Acc>(a, chunks, dw_part, db_part);
-    });
+    }
+    return {p.grad_x, p.grad_weight, p.grad_bias};
   }
-  return {p.grad_x, p.grad_weight, p.grad_bias};
-}
-
-std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm_forward_cpu(const at::Tensor& input, at::IntArrayRef shape,
-                                                                      const std::optional<at::Tensor>& weight,
-                                                                      const std::optional<at::Tensor>& bias,
-                                                                      double eps) {
-  return norm_forward<NormKind::Layer>(input, shape, weight, bias, eps);
-}
-
-at::Tensor layer_norm_cpu(const at::Tensor& input, at::IntArrayRef shape, const std::optional<at::Tensor>& weight,
-                          const std::optional<at::Tensor>& bias, double eps) {
-  return std::get<0>(norm_forward<NormKind::Layer>(input, shape, weight, bias, eps));
-}
-
-std::tuple<at::Tensor, at::Tensor> rms_norm_forward_cpu(const at::Tensor& input, at::IntArrayRef shape,
-                                                        const std::optional<at::Tensor>& weight,
-                                                        std::optional<double> eps) {
-  auto [y, mean, rstd] = norm_forward<NormKind::Rms>(input, shape, weight, std::nullopt, eps);
-  return {y, rstd};
-}
-
-at::Tensor rms_norm_cpu(const at::Tensor& input, at::IntArrayRef shape, const std::optional<at::Tensor>& weight,
-                        std::optional<double> eps) {
-  return std::get<0>(rms_norm_forward_cpu(input, shape, weight, eps));
-}
-
-std::tuple<at::Tensor, at::Tensor> rms_norm_backward_cpu(const at::Tensor& grad, const at::Tensor& input,
-                                                         at::IntArrayRef shape, const at::Tensor& rstd,
-                                                         const std::optional<at::Tensor>& weight,
-                                                         std::array<bool, 2> mask) {
-  auto [dx, dw, db] = norm_backward<NormKind::Rms>(grad, input, shape, at::Tensor(), rstd, weight, std::nullopt,
-                                                   {mask[0], mask[1], false});
-  return {dx, dw};
-}
+};
 
 }  // namespace
 
 void set_normalizing_kernels(DeviceKernels& k) {
-  k.layer_norm = &layer_norm_cpu;
-  k.layer_norm_forward = &layer_norm_forward_cpu;
-  k.layer_norm_backward = &norm_backward<NormKind::Layer>;
-  k.rms_norm = &rms_norm_cpu;
-  k.rms_norm_forward = &rms_norm_forward_cpu;
-  k.rms_norm_backward = &rms_norm_backward_cpu;
+  RowNormEntries<Norms>::set(k);
   k.cross_entropy = &cross_entropy_cpu;
   k.cross_entropy_forward = &cross_entropy_forward_cpu;
   k.cross_entropy_backward = &cross_entropy_backward_cpu;

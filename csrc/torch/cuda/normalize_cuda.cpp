@@ -7,6 +7,7 @@
 
 #include "../../core/cuda/launch.h"
 #include "../reduce_common.h"
+#include "../row_norm_entries.h"
 
 namespace treduce::cuda {
 namespace {
@@ -60,83 +61,48 @@ at::Tensor cross_entropy_backward_cuda(const at::Tensor& grad, const at::Tensor&
   return p.grad_x;
 }
 
-template <NormKind kKind>
-std::tuple<at::Tensor, at::Tensor, at::Tensor> norm_forward(const at::Tensor& input, at::IntArrayRef shape,
-                                                            const std::optional<at::Tensor>& weight,
-                                                            const std::optional<at::Tensor>& bias,
-                                                            std::optional<double> eps) {
-  const c10::cuda::CUDAGuard guard(input.device());
-  PreparedLayerNorm p = prepare_layer_norm(kKind, input, shape, weight, bias, eps);
-  if (!p.empty) {
-    p.args.sm_count = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
-    C10_CUDA_CHECK(launch_layer_norm(p.args, false, at::cuda::getCurrentCUDAStream()));
-  }
-  return {p.y, p.mean, p.rstd};
-}
-
-template <NormKind kKind>
-std::tuple<at::Tensor, at::Tensor, at::Tensor> norm_backward(const at::Tensor& grad, const at::Tensor& input,
-                                                             at::IntArrayRef shape, const at::Tensor& mean,
-                                                             const at::Tensor& rstd,
-                                                             const std::optional<at::Tensor>& weight,
-                                                             const std::optional<at::Tensor>& bias,
-                                                             std::array<bool, 3> mask) {
-  const c10::cuda::CUDAGuard guard(input.device());
-  PreparedLayerNorm p = prepare_layer_norm_backward(kKind, grad, input, shape, mean, rstd, weight, bias, mask);
-  if (!p.empty) {
-    p.args.sm_count = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
-    at::Tensor partials;
-    if (const size_t bytes = layer_norm_workspace(p.args)) {
-      partials = at::empty({int64_t(bytes)}, p.x.options().dtype(at::kByte));
-      p.args.partials = partials.mutable_data_ptr();
+// Both norms on this device, for RowNormEntries (row_norm_entries.h).
+struct Norms {
+  template <NormKind kKind>
+  static std::tuple<at::Tensor, at::Tensor, at::Tensor> forward(const at::Tensor& input, at::IntArrayRef shape,
+                                                                const std::optional<at::Tensor>& weight,
+                                                                const std::optional<at::Tensor>& bias,
+                                                                std::optional<double> eps) {
+    const c10::cuda::CUDAGuard guard(input.device());
+    PreparedLayerNorm p = prepare_layer_norm(kKind, input, shape, weight, bias, eps);
+    if (!p.empty) {
+      p.args.sm_count = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
+      C10_CUDA_CHECK(launch_layer_norm(p.args, false, at::cuda::getCurrentCUDAStream()));
     }
-    C10_CUDA_CHECK(launch_layer_norm(p.args, true, at::cuda::getCurrentCUDAStream()));
+    return {p.y, p.mean, p.rstd};
   }
-  return {p.grad_x, p.grad_weight, p.grad_bias};
-}
 
-std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm_forward_cuda(const at::Tensor& input, at::IntArrayRef shape,
-                                                                       const std::optional<at::Tensor>& weight,
-                                                                       const std::optional<at::Tensor>& bias,
-                                                                       double eps) {
-  return norm_forward<NormKind::Layer>(input, shape, weight, bias, eps);
-}
-
-at::Tensor layer_norm_cuda(const at::Tensor& input, at::IntArrayRef shape, const std::optional<at::Tensor>& weight,
-                           const std::optional<at::Tensor>& bias, double eps) {
-  return std::get<0>(norm_forward<NormKind::Layer>(input, shape, weight, bias, eps));
-}
-
-std::tuple<at::Tensor, at::Tensor> rms_norm_forward_cuda(const at::Tensor& input, at::IntArrayRef shape,
-                                                         const std::optional<at::Tensor>& weight,
-                                                         std::optional<double> eps) {
-  auto [y, mean, rstd] = norm_forward<NormKind::Rms>(input, shape, weight, std::nullopt, eps);
-  return {y, rstd};
-}
-
-at::Tensor rms_norm_cuda(const at::Tensor& input, at::IntArrayRef shape, const std::optional<at::Tensor>& weight,
-                         std::optional<double> eps) {
-  return std::get<0>(rms_norm_forward_cuda(input, shape, weight, eps));
-}
-
-std::tuple<at::Tensor, at::Tensor> rms_norm_backward_cuda(const at::Tensor& grad, const at::Tensor& input,
-                                                          at::IntArrayRef shape, const at::Tensor& rstd,
-                                                          const std::optional<at::Tensor>& weight,
-                                                          std::array<bool, 2> mask) {
-  auto [dx, dw, db] = norm_backward<NormKind::Rms>(grad, input, shape, at::Tensor(), rstd, weight, std::nullopt,
-                                                   {mask[0], mask[1], false});
-  return {dx, dw};
-}
+  template <NormKind kKind>
+  static std::tuple<at::Tensor, at::Tensor, at::Tensor> backward(const at::Tensor& grad, const at::Tensor& input,
+                                                               at::IntArrayRef shape, const at::Tensor& mean,
+                                                               const at::Tensor& rstd,
+                                                               const std::optional<at::Tensor>& weight,
+                                                               const std::optional<at::Tensor>& bias,
+                                                               std::array<bool, 3> mask) {
+    const c10::cuda::CUDAGuard guard(input.device());
+    PreparedLayerNorm p = prepare_layer_norm_backward(kKind, grad, input, shape, mean, rstd, weight, bias, mask);
+    if (!p.empty) {
+      p.args.sm_count = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
+      at::Tensor partials;
+      if (const size_t bytes = layer_norm_workspace(p.args)) {
+        partials = at::empty({int64_t(bytes)}, p.x.options().dtype(at::kByte));
+        p.args.partials = partials.mutable_data_ptr();
+      }
+      C10_CUDA_CHECK(launch_layer_norm(p.args, true, at::cuda::getCurrentCUDAStream()));
+    }
+    return {p.grad_x, p.grad_weight, p.grad_bias};
+  }
+};
 
 }  // namespace
 
 void set_normalizing_kernels(DeviceKernels& k) {
-  k.layer_norm = &layer_norm_cuda;
-  k.layer_norm_forward = &layer_norm_forward_cuda;
-  k.layer_norm_backward = &norm_backward<NormKind::Layer>;
-  k.rms_norm = &rms_norm_cuda;
-  k.rms_norm_forward = &rms_norm_forward_cuda;
-  k.rms_norm_backward = &rms_norm_backward_cuda;
+  RowNormEntries<Norms>::set(k);
   k.cross_entropy = &cross_entropy_cuda;
   k.cross_entropy_forward = &cross_entropy_forward_cuda;
   k.cross_entropy_backward = &cross_entropy_backward_cuda;
