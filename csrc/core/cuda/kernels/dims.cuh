@@ -1151,6 +1151,40 @@ template <int kBytes>
 using LoadWord = std::conditional_t<kBytes == 16, uint4,
                  std::conditional_t<kBytes == 8, uint2, std::conditional_t<kBytes == 4, unsigned, unsigned short>>>;
 
+// A lane's kV elements of a row as one word (4 or 8 bytes): one load where `words` says every
+// row is aligned to it; two aligned loads and a funnel shift where the row is contiguous but not
+// aligned (rows of an odd length) and the next word is the row's too (left >= 2 kV); else
+// elements (zeros past the row). The aligned words of a row's elements lie in its allocation.
+// Elements one at a time took 4 loads a word and their tests: amin over dim 0 of (14, 50257, 49)
+// int8 (transposed) 69.5 us against 39.8 for (14, 50256, 49) (H100).
+template <class R>
+using TransposeWord = std::conditional_t<kTransposeV<R> * sizeof(typename R::In) == 8, unsigned long long, unsigned>;
+
+template <class R>
+__device__ __forceinline__ TransposeWord<R> transpose_word(const typename R::In* p, bool row, int64_t left, bool words,
+                                                          int64_t in_inner) {
+  using In = typename R::In;
+  using Word = TransposeWord<R>;
+  constexpr int kV = kTransposeV<R>;
+  static_assert(sizeof(Word) == kV * sizeof(In), "a word is a lane's elements");
+  if (!row || left <= 0) return Word(0);
+  if (words && left >= kV) return __ldg(reinterpret_cast<const Word*>(p));
+  if (in_inner == 1 && left >= 2 * kV) {
+    const uintptr_t at = reinterpret_cast<uintptr_t>(p);
+    const unsigned shift = unsigned(at % sizeof(Word)) * 8;
+    const Word* q = reinterpret_cast<const Word*>(at - at % sizeof(Word));
+    const Word lo = __ldg(q), hi = __ldg(q + 1);
+    if constexpr (sizeof(Word) == 4) return __funnelshift_r(lo, hi, shift);
+    else return shift ? lo >> shift | hi << (64 - shift) : lo;
+  }
+  In e[kV];
+#pragma unroll
+  for (int v = 0; v < kV; ++v) e[v] = v < left ? p[v * in_inner] : In();
+  Word w;
+  memcpy(&w, e, sizeof(w));
+  return w;
+}
+
 template <class R, int kU>
 __global__ void __launch_bounds__(kTileBlock)
 transpose_tile_kernel(const typename R::In* x, Layout3 l, int64_t inner_tiles, bool words, int lane_bits, Sink out) {
@@ -1158,7 +1192,6 @@ transpose_tile_kernel(const typename R::In* x, Layout3 l, int64_t inner_tiles, b
   using In = typename R::In;
   using Acc = typename R::Acc;
   constexpr int kV = kTransposeV<R>;
-  static_assert(kU == 1 || kV == 1, "rows at once for elements one at a time only");
   constexpr int kMostOuter = (kTileBlock >> kTransposeLeastLaneBits) * kTransposeRows;
   // A tile is O x I outputs, I = L * kV, O = (kTileBlock / L) * kTransposeRows, rows I + 1 apart
   // (the stores' lanes, a row apart, fall in different banks): O * (I + 1) <= this.
@@ -1186,34 +1219,49 @@ transpose_tile_kernel(const typename R::In* x, Layout3 l, int64_t inner_tiles, b
   for (int k = 0; k < kTransposeRows; ++k)
 #pragma unroll
     for (int v = 0; v < kV; ++v) acc[k][v] = Op::identity();
-  // kU reduced rows' loads at once: 4 for elements one at a time (kV == 1), 16 loads a thread
-  // as with vectors, where the grid is short of a block a multiprocessor or the rows are 4 or
-  // more but for positions (plan_reduce.h's tiles). The instance holds 75-101 registers against
-  // 32-48: 2 blocks a multiprocessor, not 5.
+  // kU reduced rows' loads at once (plan_reduce.h's tiles): 4 for elements one at a time (kV ==
+  // 1), 16 loads a thread as with words, where the grid is short of a block a multiprocessor or
+  // the rows are 4 or more but for positions; 4 for words of kV elements. The instance of
+  // elements holds 75-101 registers against 32-48: 2 blocks a multiprocessor, not 5. With one
+  // row of words at a time, 14 rows were 14 round trips of a thread's 4 loads: amin over dim 0 of
+  // (14, 50256, 49) int8 (transposed) 39.8 us, torch.compile 33.6 (H100).
   const int reduced = int(l.reduced);  // at most kTileReduced
+  const auto row_at = [&](int k, int r) { return x + in_at[ty + k * rows] + r * l.in_reduced + i * l.in_inner; };
   for (int r0 = 0; r0 < reduced; r0 += kU) {
-    In e[kU][kTransposeRows][kV];
+    if constexpr (kV > 1) {
+      TransposeWord<R> w[kU][kTransposeRows];
 #pragma unroll
-    for (int u = 0; u < kU; ++u)
+      for (int u = 0; u < kU; ++u)
 #pragma unroll
-      for (int k = 0; k < kTransposeRows; ++k) {
-        const bool row = o0 + ty + k * rows < l.outer && r0 + u < reduced;
-        const In* p = x + in_at[ty + k * rows] + (r0 + u) * l.in_reduced + i * l.in_inner;
-        if (kV > 1 && words && row && left >= kV) {  // (words: in_inner 1)
-          const auto w = __ldg(reinterpret_cast<const LoadWord<kV * int(sizeof(In))>*>(p));
-          memcpy(&e[u][k][0], &w, sizeof(w));
-        } else {
-#pragma unroll
-          for (int v = 0; v < kV; ++v) e[u][k][v] = row && v < left ? p[v * l.in_inner] : In();
+        for (int k = 0; k < kTransposeRows; ++k) {
+          const bool row = o0 + ty + k * rows < l.outer && r0 + u < reduced;
+          w[u][k] = transpose_word<R>(row_at(k, r0 + u), row, left, words, l.in_inner);
         }
-      }
 #pragma unroll
-    for (int u = 0; u < kU; ++u)
+      for (int u = 0; u < kU; ++u)
 #pragma unroll
-      for (int k = 0; k < kTransposeRows; ++k)
+        for (int k = 0; k < kTransposeRows; ++k) {
+          In e[kV];
+          memcpy(e, &w[u][k], sizeof(e));
 #pragma unroll
-        for (int v = 0; v < kV; ++v)
-          if (r0 + u < reduced && o0 + ty + k * rows < l.outer && v < left) element_into<R>(acc[k][v], e[u][k][v], r0 + u);
+          for (int v = 0; v < kV; ++v)
+            if (r0 + u < reduced && o0 + ty + k * rows < l.outer && v < left) element_into<R>(acc[k][v], e[v], r0 + u);
+        }
+    } else {
+      In e[kU][kTransposeRows];
+#pragma unroll
+      for (int u = 0; u < kU; ++u)
+#pragma unroll
+        for (int k = 0; k < kTransposeRows; ++k) {
+          const bool row = o0 + ty + k * rows < l.outer && r0 + u < reduced;
+          e[u][k] = row && left > 0 ? *row_at(k, r0 + u) : In();
+        }
+#pragma unroll
+      for (int u = 0; u < kU; ++u)
+#pragma unroll
+        for (int k = 0; k < kTransposeRows; ++k)
+          if (r0 + u < reduced && o0 + ty + k * rows < l.outer && left > 0) element_into<R>(acc[k][0], e[u][k], r0 + u);
+    }
   }
 #pragma unroll
   for (int k = 0; k < kTransposeRows; ++k)
@@ -1849,9 +1897,7 @@ cudaError_t launch_step(const Step& s, const ReduceArgs& a) {
       }
     case Kernel::TransposeTiles:
       if (s.V != kTransposeV<R>) return cudaErrorInvalidValue;
-      if constexpr (kTransposeV<R> == 1) {
-        if (s.U == 4) return launch(transpose_tile_kernel<R, 4>, x, l, s.inner_tiles, s.flag, s.team, sink);
-      }
+      if (s.U == 4) return launch(transpose_tile_kernel<R, 4>, x, l, s.inner_tiles, s.flag, s.team, sink);
       if (s.U != 1) return cudaErrorInvalidValue;
       return launch(transpose_tile_kernel<R, 1>, x, l, s.inner_tiles, s.flag, s.team, sink);
     case Kernel::Slabs:
