@@ -172,6 +172,58 @@ def test_order_split_layout_and_threads_do_not_matter(dtype):
         torch.set_num_threads(threads)
 
 
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", FLOATS, ids=str)
+def test_blocks_of_every_kind(device, dtype):
+    """Runs of several of the CPU's blocks of 2048 elements (sum_simd's exact_blocks), each of
+    another kind: moderate data (no split), data spread over 2^+-40 (splits), only -0.0, -0.0
+    with one +0.0, subnormals, values near the largest finite (no window fits), an infinity, a
+    NaN; the last block partial. Each run against the reference, and the blocks in reverse."""
+    gen, seed = fresh_generator("cpu")
+    precision, min_exp, big = FORMAT[dtype]
+    tiny = 2.0 ** (min_exp - precision + 1)
+    block = 2048
+
+    def normal():
+        return torch.randn(block, generator=gen, dtype=torch.float64)
+
+    kinds = {
+        "moderate": normal,
+        "spread": lambda: normal() * 2.0 ** torch.randint(-40, 40, (block,), generator=gen),
+        "negative zeros": lambda: torch.full((block,), -0.0, dtype=torch.float64),
+        "one positive zero": lambda: torch.full((block,), -0.0, dtype=torch.float64).index_fill(0, torch.tensor([77]), 0.0),
+        "subnormals": lambda: torch.randint(-64, 64, (block,), generator=gen).double() * tiny,
+        "near the largest": lambda: torch.rand(block, generator=gen, dtype=torch.float64).sub(0.5) * big,
+        "an infinity": lambda: normal().index_fill(0, torch.tensor([5]), math.inf),
+        "a nan": lambda: normal().index_fill(0, torch.tensor([2047]), math.nan),
+    }
+    names = list(kinds)
+    for first in range(len(names)):
+        run = [names[(first + k) % len(names)] for k in range(3)]
+        parts = [kinds[k]() for k in run] + [normal()[:311]]
+        x = torch.cat(parts).to(dtype)
+        _check(x, what=f"{run}, seed {seed}", device=device)
+        _check(torch.cat([p for p in reversed(parts)]).to(dtype), what=f"{run} reversed, seed {seed}", device=device)
+
+
+def test_cpu_flush_denormal_does_not_change_the_sum():
+    """torch.set_flush_denormal(True) sets the CPU's flush-to-zero and denormals-are-zero bits;
+    the exact sum's lanes must still see subnormals (exact_blocks clears them for its call)."""
+    gen, seed = fresh_generator("cpu")
+    for dtype in FLOATS:
+        precision, min_exp, _ = FORMAT[dtype]
+        tiny = 2.0 ** (min_exp - precision + 1)
+        x = (torch.randint(-1000, 1000, (5000,), generator=gen).double() * tiny).to(dtype)
+        want = reference(x)
+        if not torch.set_flush_denormal(True):
+            pytest.skip("this CPU has no flush-to-zero mode")
+        try:
+            got = exact(x)
+        finally:
+            torch.set_flush_denormal(False)
+        assert same_bits(got, want), f"{dtype}: got {got.item()!r}, want {want.item()!r}, seed {seed}"
+
+
 def test_cpu_bits_do_not_depend_on_the_instruction_set(tmp_path):
     """The exact windows of sum_simd built for the baseline ISA (TREDUCE_CPU_ISA=base) against the
     build this CPU gets: the same words, as both are exact (data of moderate and of wide range,

@@ -12,11 +12,44 @@
 
 #include <cstdint>
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <xmmintrin.h>
+#define TREDUCE_MXCSR 1
+#else
+#define TREDUCE_MXCSR 0
+#endif
+
 namespace treduce {
 struct ExactAcc;
 }
 
 namespace treduce::cpu::simd {
+
+// Subnormals kept for a scope: x86's flush-to-zero and denormals-are-zero bits, which
+// torch.set_flush_denormal(True) sets on its thread, cleared and then restored. The exact sum
+// needs them off in its lanes and in its result's conversions: with them on, a float32 sum of
+// subnormals came back 0. (Elsewhere no such mode is set: torch's call returns false.)
+class KeepSubnormals {
+ public:
+  KeepSubnormals() {
+#if TREDUCE_MXCSR
+    if (csr_ & kBits) _mm_setcsr(csr_ & ~kBits);
+#endif
+  }
+  ~KeepSubnormals() {
+#if TREDUCE_MXCSR
+    if (csr_ & kBits) _mm_setcsr(csr_);
+#endif
+  }
+  KeepSubnormals(const KeepSubnormals&) = delete;
+  KeepSubnormals& operator=(const KeepSubnormals&) = delete;
+
+ private:
+#if TREDUCE_MXCSR
+  static constexpr unsigned kBits = 0x8040;  // FTZ (bit 15) and DAZ (bit 6)
+  const unsigned csr_ = _mm_getcsr();
+#endif
+};
 
 // A sum kept as two doubles, hi + lo (lo: the rounding errors of hi's additions).
 struct DoubleDouble {

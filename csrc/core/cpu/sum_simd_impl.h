@@ -502,151 +502,7 @@ inline DoubleDouble sum_f64_compensated(const double* x, int64_t n) {
   return {hi[0], lo[0]};
 }
 
-// variant="exact" over a contiguous run, into an exact accumulator: the CUDA kernel's windows
-// (kernels/exact.cuh), 8 lanes here. sigma = 2^k, one for the run; an element with
-// |x| <= 2^(k-H) and an ulp of at least 2^(k+H-106) splits exactly into q = (sigma + x) - sigma
-// (a multiple of 2^(k-53)) and r = x - q, and 2^H of each add exactly into a lane's hi and lo;
-// then hi and lo go into the accumulator (exactly: it takes any double) and start again.
-// Anything else (outside the window, NaN, infinities) goes into the accumulator on its own. The
-// window is picked from the largest of the next 256 elements, again after a period with many
-// misses. Exact whatever the window, so the bits are the accumulator's, on every instruction set.
-
-// Eight elements as double vectors (kBytes / 8 lanes each), converted exactly.
-constexpr int kDLanes = kBytes / 8;
-constexpr int kDVecs = 8 / kDLanes;
-
-template <class L>
-[[gnu::always_inline]] inline void exact_load8(const typename L::In* p, vf64 (&v)[kDVecs]) {
-  if constexpr (std::is_same_v<typename L::V, vf64>) {
-    for (int k = 0; k < kDVecs; ++k) v[k] = L::load(p + k * kDLanes);
-  } else {
-    constexpr int kW = int(sizeof(vf32) / sizeof(float));  // floats a load
-    for (int k = 0; k < 8 / kW; ++k) {
-      const vf32 w = L::load(p + k * kW);
-      for (int h = 0; h < kW / kDLanes; ++h) {
-        vf32h part;
-        std::memcpy(&part, reinterpret_cast<const char*>(&w) + h * sizeof(vf32h), sizeof part);
-        v[k * (kW / kDLanes) + h] = __builtin_convertvector(part, vf64);
-      }
-    }
-  }
-}
-
-// Elements [i, i + 8) as exact_load8 does, those at n and past it as -0.0 (which adds nothing
-// and leaves the -0.0 rule alone): the last, partial group through the same loader.
-template <class L>
-[[gnu::always_inline]] inline void exact_load8_upto(const typename L::In* x, int64_t i, int64_t n,
-                                                    vf64 (&v)[kDVecs]) {
-  using In = typename L::In;
-  if (i + 8 <= n) return exact_load8<L>(x + i, v);
-  In pad[8];
-  for (int j = 0; j < 8; ++j) pad[j] = std::is_same_v<In, uint16_t> ? In(0x8000) : In(-0.0);
-  std::memcpy(pad, x + i, (n - i) * sizeof(In));
-  exact_load8<L>(pad, v);
-}
-
-template <class L, int kPrecision, int kMinExponent>
-void exact_run(const typename L::In* x, int64_t n, ExactAcc* acc) {
-  constexpr int kH = 10;
-  constexpr int kSlack = kPrecision == 53 ? 4 : 8;
-  constexpr uint64_t kSign = uint64_t(1) << 63;
-  vf64 hi[kDVecs] = {}, lo[kDVecs] = {};
-  double sigma = 1, upper = 0, lower = 0;  // at first only zeros
-  const auto pow2 = [](int e) { return exact_double(uint64_t(e + 1023) << 52); };
-  const auto pick = [&](int64_t from) {
-    double m = 0;
-    for (int64_t i = from; i < std::min(n, from + 256); i += 8) {
-      vf64 v[kDVecs];
-      exact_load8_upto<L>(x, i, n, v);
-      for (int k = 0; k < kDVecs; ++k)
-        for (int j = 0; j < kDLanes; ++j) {
-          const double a = std::fabs(v[k][j]);
-          if (a > m && a <= 1.7976931348623157e308) m = a;
-        }
-    }
-    if (m == 0) {
-      upper = 0;
-      return;
-    }
-    const int e = int((exact_bits(m) >> 52) & 0x7ff) - 1023;
-    const int k = std::min(std::max(e + kH + 1 + kSlack, -1074 + 106 - kH), 1023);
-    sigma = pow2(k);
-    upper = pow2(k - kH);
-    const int low = k + kH - 107 + kPrecision;
-    lower = low <= kMinExponent ? 0.0 : pow2(low);
-  };
-  const auto holds = [&](double v) {
-    const double a = std::fabs(v);
-    return a <= upper && (a >= lower || v == 0);
-  };
-  pick(0);
-  vu64 not_neg_zero = {};
-  int adds = 0, misses = 0;
-  const auto flush = [&] {
-    for (int k = 0; k < kDVecs; ++k) {
-      for (int j = 0; j < kDLanes; ++j) {
-        if (hi[k][j] != 0) acc->add(hi[k][j]);
-        if (lo[k][j] != 0) acc->add(lo[k][j]);
-      }
-      hi[k] = vf64{};
-      lo[k] = vf64{};
-    }
-    adds = 0;
-  };
-  const vu64 abs_mask = vu64{} + ~kSign;
-  int64_t i = 0;
-  for (; i < n; i += 8) {
-    vf64 v[kDVecs];
-    exact_load8_upto<L>(x, i, n, v);
-    const vf64 sig = vf64{} + sigma, up = vf64{} + upper, lw = vf64{} + lower;
-    vu64 in = vu64{} + ~uint64_t(0);
-    for (int k = 0; k < kDVecs; ++k) {
-      const vu64 bits = bit_cast_vec<vu64>(v[k]);
-      const vf64 a = bit_cast_vec<vf64>(bits & abs_mask);
-      in &= bit_cast_vec<vu64>((a <= up) & ((a >= lw) | (v[k] == 0)));
-      not_neg_zero |= bits ^ kSign;
-    }
-#if TREDUCE_SIMD_X86  // one movemask (extracting the lanes one by one cost a fifth of the loop)
-    bool all;
-    if constexpr (kDLanes == 4) all = _mm256_movemask_pd(bit_cast_vec<__m256d>(in)) == 0xf;
-    else all = _mm_movemask_pd(bit_cast_vec<__m128d>(in)) == 0x3;
-#else
-    uint64_t all = in[0];
-    for (int j = 1; j < kDLanes; ++j) all &= in[j];
-#endif
-    if (all) {
-      for (int k = 0; k < kDVecs; ++k) {
-        const vf64 q = (sig + v[k]) - sig;
-        hi[k] += q;
-        lo[k] += v[k] - q;
-      }
-    } else {
-      for (int k = 0; k < kDVecs; ++k) {
-        for (int j = 0; j < kDLanes; ++j) {
-          const double e = v[k][j];
-          if (holds(e)) {
-            const double q = (sigma + e) - sigma;
-            hi[k][j] += q;
-            lo[k][j] += e - q;
-          } else {
-            acc->add(e);
-            ++misses;
-          }
-        }
-      }
-    }
-    if (++adds == (1 << kH)) {
-      flush();
-      if (misses > 64) pick(i + 8);  // the data's scale moved: follow it
-      misses = 0;
-    }
-  }
-  flush();
-  uint64_t nz = 0;
-  for (int j = 0; j < kDLanes; ++j) nz |= not_neg_zero[j];
-  acc->not_neg_zero |= nz;
-  acc->any = acc->any || n > 0;
-}
+#include "exact_blocks_impl.h"
 
 // Integers as they are, for extrema (the lane type is the element type).
 template <class T, class VT>
@@ -1347,10 +1203,10 @@ constexpr auto type_kernels(void (*exact)(const typename LE::In*, int64_t, Exact
 
 inline SumKernels kernels() {
   SumKernels k{};
-  k.f32 = type_kernels<LoadF32, LoadF32, float, true, true>(&exact_run<LoadF32, 24, -126>);
-  k.f64 = type_kernels<LoadF64, LoadF64, double, true, true>(&exact_run<LoadF64, 53, -1022>);
-  k.f16 = type_kernels<LoadF16, LoadF16, float, true, true>(&exact_run<LoadF16, 11, -14>);
-  k.bf16 = type_kernels<LoadBF16, LoadBF16, float, true, true>(&exact_run<LoadBF16, 8, -126>);
+  k.f32 = type_kernels<LoadF32, LoadF32, float, true, true>(&exact_blocks::run<exact_blocks::F32, vf64>);
+  k.f64 = type_kernels<LoadF64, LoadF64, double, true, true>(&exact_blocks::run<exact_blocks::F64, vf64>);
+  k.f16 = type_kernels<LoadF16, LoadF16, float, true, true>(&exact_blocks::run<exact_blocks::F16, vf32>);
+  k.bf16 = type_kernels<LoadBF16, LoadBF16, float, true, true>(&exact_blocks::run<exact_blocks::BF16, vf32>);
   k.i64 = type_kernels<LoadI64, LoadI64Signed, int64_t, true, false>(nullptr);
   k.i32 = type_kernels<LoadI32, LoadI32, int64_t, false, false>(nullptr);
   k.i16 = type_kernels<LoadI16, LoadI16, int64_t, false, false>(nullptr);

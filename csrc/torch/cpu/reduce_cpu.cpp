@@ -1657,6 +1657,7 @@ void exact_sum(const T* x, const Layout3& l, const Emit& emit) {
     return;
   }
   at::parallel_for(0, outputs, 1, [&](int64_t b, int64_t e) {
+    const simd::KeepSubnormals keep;  // (emit's conversions, on this thread)
     for (int64_t j = b; j < e; ++j) {
       const int64_t o = j / l.inner, i = j % l.inner;
       const T* base = x + l.outer_in(o) + i * l.in_inner;
@@ -1695,6 +1696,7 @@ at::Tensor exact_sum_cpu(const at::Tensor& self, at::OptionalIntArrayRef dim, bo
   if (!exact_applies(self, dtype)) return run_sum_or_mean(prepare_reduce(ReduceOp::Sum, self, "auto", dim, keepdim, dtype));
   const Prepared p = prepare_exact(self, dim, keepdim, dtype);
   if (p.done) return p.out;
+  const simd::KeepSubnormals keep;  // the results' conversions (the runs keep their own)
   exact_dispatch(p.types.in, [&](auto tag, ExactFormat f) {
     using T = decltype(tag);
     T* out = p.out.mutable_data_ptr<T>();
@@ -1727,6 +1729,7 @@ at::Tensor exact_round_cpu(const at::Tensor& state, at::ScalarType dtype) {
     using T = decltype(tag);
     T* o = out.mutable_data_ptr<T>();
     at::parallel_for(0, n, 256, [&](int64_t b, int64_t e) {
+      const simd::KeepSubnormals keep;
       for (int64_t j = b; j < e; ++j) {
         int64_t w[kExactStateWords];
         std::memcpy(w, words + j * kExactStateWords, sizeof w);

@@ -1,0 +1,507 @@
+// variant="exact" over a contiguous run into an exact accumulator (exact.h), at close to the
+// plain sum's speed: included by sum_simd_impl.h in each instruction set's namespace.
+//
+// The run is cut into blocks of kBlock elements (L1-resident). For each block:
+//   pass 1 (stats): the largest |x| and the smallest nonzero |x|, as integer bit patterns (one
+//     load, an and, a max and a min a vector; the next block prefetched). From them: every
+//     |x| < 2^T, and every x is a multiple of 2^G (G: the ulp of the smallest nonzero element).
+//     Infinities and NaN show as the top exponent: their flags are set and the block goes on
+//     without them (strip_specials).
+//   pass 2 (windows): each element is cut by S "split" levels and a "direct" level, all adds in
+//     vector lanes of precision P (53 in double lanes, 24 in float lanes), none rounding:
+//       level s (sigma_s = 2^k_s):  t = r + sigma_s; q = t - sigma_s; hi_s += q; r = r - q
+//       direct level:               lo += r
+//     S is the smallest count that makes the direct level exact for this block (plan()).
+//   flush: each level's lanes summed (exactly, by the same bounds) into one double, added to the
+//     accumulator: S + 1 adds a block.
+//
+// Why every operation is exact (h = log2 of the adds a lane sum sees, N <= 2^h):
+//   Split: sigma = 2^k normal, with k - 1 >= the lane format's smallest normal exponent, and
+//   |r| <= 2^(k-h) (h >= 1). Then s = sigma + r lies in [2^(k-1), 2^k + 2^(k-1)], and so does
+//   fl(s) (rounding is monotone, both ends representable): fl(s) is within a factor 2 of sigma,
+//   so q = fl(s) - sigma is exact (Sterbenz). fl(s) >= 2^(k-1), a normal number, is a multiple
+//   of 2^(k-P), so is q. r - q = s - fl(s) is the rounding error of one addition, representable,
+//   so r' = r - q is exact, |r'| <= ulp(fl(s))/2 <= 2^(k-P). And |q| <= 2^(k-h) (sigma +- 2^(k-h)
+//   are representable), so every partial sum of N q's is a multiple of 2^(k-P) of magnitude
+//   <= 2^k = 2^P * 2^(k-P): representable, so hi += q is exact.
+//   Levels chain: k_1 = T + h (|x| < 2^T), k_(s+1) = k_s - P + h (|r_s| <= 2^(k_s-P)).
+//   Direct: after S splits, |r_S| <= 2^(T_S), T_S = T - S (P - h). If every q_s is a multiple of
+//   2^G (true when k_S - P >= G, below), r_S = x - sum q_s is a multiple of 2^G, and N of them
+//   sum within 2^(h + T_S): exact when h + T_S <= P + G. Taking S minimal: the condition failed
+//   at S - 1, i.e. h + T_(S-1) = k_S > P + G, so k_S - P > G and all grids are multiples of 2^G.
+//   Overflow: sigma_1 + x < 2^(T+h+1) needs T + h <= the lane's largest exponent.
+//   Double lanes: h = log2(kBlock) counts all of the block's elements, so the horizontal sum of
+//   the lanes is exact by the same bound. Float lanes (bfloat16, float16): h = HS counts one
+//   lane's adds between moves of the float lanes into double lanes (every 2^HS rows, HS in 1..4
+//   per block: the largest the range allows); the double lanes add those exactly (24 + 16 bits).
+// Lanes per type: float32 and float64 in double lanes (a float32 element fills a float lane's
+// precision, leaving no room); bfloat16 and float16 in float lanes, or double lanes where that is
+// cheaper (wide ranges: one double split covers 42 bits, one float split 20).
+// A NaN that float64's stats pass over makes the block's sums NaN: it is redone without it.
+// Nothing depends on the order of the elements or the vector width: the flushed values are exact
+// partial sums, and the accumulator's total is the exact sum (the same words as adding each
+// element on its own, on every instruction set).
+// Needs: no -ffast-math (the splits must not be simplified), round to nearest, and MXCSR without
+// flush-to-zero or denormals-are-zero (torch.set_flush_denormal(True) sets them): run() keeps
+// subnormals for the call (sum_simd.h's KeepSubnormals).
+//
+// Single thread, AMD Zen 4, against the plain vector sum (auto's loops), 2^22 elements L3-hot /
+// 2^24 from memory: float32 N(0,1) 1.9x / 1.4x, spread over 2^+-20 3.3x / 1.8x; float64 1.7x /
+// 1.5x; bfloat16 N(0,1) 2.9x / 1.8x; float16 3.8x / 2.1x. The one-window design before took 7x /
+// 3x for float32, 17x / 9x for the 16-bit floats and 15-17x for float64 over 2^+-20.
+
+namespace exact_blocks {
+
+using vs32 = int32_t __attribute__((vector_size(kBytes)));
+using vs16 = int16_t __attribute__((vector_size(kBytes)));
+using vw16 = uint16_t __attribute__((vector_size(kBytes)));  // (vu16 is half a vector)
+
+// ---------------------------------------------------------------------------------------------
+// Input formats. bf16/f16 are passed as their uint16_t bit patterns.
+struct F32 {
+  using In = float;
+  static constexpr int kPrec = 24, kBias = 127, kTopExp = 255;
+  static double to_double(float v) { return v; }
+  static constexpr uint16_t kNegZero16 = 0;  // unused
+};
+struct F64 {
+  using In = double;
+  static constexpr int kPrec = 53, kBias = 1023, kTopExp = 2047;
+  static double to_double(double v) { return v; }
+};
+struct BF16 {
+  using In = uint16_t;
+  static constexpr int kPrec = 8, kBias = 127, kTopExp = 255;
+  static double to_double(uint16_t b) {
+    const uint32_t w = uint32_t(b) << 16;
+    float f;
+    std::memcpy(&f, &w, 4);
+    return f;
+  }
+};
+struct F16 {
+  using In = uint16_t;
+  static constexpr int kPrec = 11, kBias = 15, kTopExp = 31;
+  static double to_double(uint16_t b) {
+    const int e = (b >> 10) & 31, m = b & 1023;
+    const double s = (b & 0x8000) ? -1.0 : 1.0;
+    if (e == 31) return m ? __builtin_nan("") : s * __builtin_inf();
+    if (e == 0) return s * __builtin_ldexp(double(m), -24);
+    return s * __builtin_ldexp(double(m | 1024), e - 25);
+  }
+};
+
+// ---------------------------------------------------------------------------------------------
+// Loaders: 8 elements into lanes (exact conversions).
+
+// 8 bf16/f16 elements as float vectors (8 / kFL of them).
+constexpr int kFL = kBytes / 4, kFV = 8 / kFL;  // float lanes a vector, vectors a group of 8
+constexpr int kDL = kBytes / 8, kDV = 8 / kDL;  // double lanes a vector, vectors a group of 8
+
+template <class Fmt>
+[[gnu::always_inline]] inline vf32 load_f32(const typename Fmt::In* p) {
+  if constexpr (std::is_same_v<Fmt, F32>) return LoadF32::load(p);
+  else if constexpr (std::is_same_v<Fmt, BF16>) return LoadBF16::load(p);
+  else return LoadF16::load(p);
+}
+
+// A float vector's halves as double vectors (exact). AVX: one vcvtps2pd each (GCC's generic
+// convert of a 16-byte half went through the stack: 3x the time).
+[[gnu::always_inline]] inline void widen(const vf32& f, vf64& lo, vf64& hi) {
+#if TREDUCE_SIMD_AVX2
+  const __m256 v = bit_cast_vec<__m256>(f);
+  lo = bit_cast_vec<vf64>(_mm256_cvtps_pd(_mm256_castps256_ps128(v)));
+  hi = bit_cast_vec<vf64>(_mm256_cvtps_pd(_mm256_extractf128_ps(v, 1)));
+#else
+  vf32h half[2];
+  std::memcpy(half, &f, sizeof half);
+  lo = __builtin_convertvector(half[0], vf64);
+  hi = __builtin_convertvector(half[1], vf64);
+#endif
+}
+
+template <class Fmt, class V>
+[[gnu::always_inline]] inline void load8(const typename Fmt::In* p, V (&x)[8 / (kBytes / sizeof(V{}[0]))]) {
+  if constexpr (std::is_same_v<V, vf32>) {
+    for (int k = 0; k < kFV; ++k) x[k] = load_f32<Fmt>(p + k * kFL);
+  } else if constexpr (std::is_same_v<Fmt, F64>) {
+    for (int k = 0; k < kDV; ++k) x[k] = load_as<vf64>(p + k * kDL);
+  } else if constexpr (std::is_same_v<Fmt, F32>) {  // vcvtps2pd from memory, no shuffle
+#if TREDUCE_SIMD_AVX2
+    for (int k = 0; k < kDV; ++k) x[k] = bit_cast_vec<vf64>(_mm256_cvtps_pd(_mm_loadu_ps(p + k * kDL)));
+#else
+    for (int k = 0; k < kDV; ++k) x[k] = __builtin_convertvector(load_as<vf32h>(p + k * kDL), vf64);
+#endif
+  } else {  // 16-bit formats: to float, then each half to double
+    for (int k = 0; k < kFV; ++k) widen(load_f32<Fmt>(p + k * kFL), x[2 * k], x[2 * k + 1]);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Pass 1: the block's largest |x| and smallest nonzero |x|, as bit patterns of the input format
+// (|x| bits are ordered as |x|). amin_nz is meaningful only when amax > 0.
+struct Stats {
+  uint64_t amax, amin_nz;
+};
+
+// The line one block ahead, on its way while this block's kernel runs from L1 (without it, the
+// stream from L3 stalled during each kernel: bfloat16 normal data 0.109 ns/element, ...).
+[[gnu::always_inline]] inline void prefetch_next(const void* p, int64_t block_bytes) {
+  __builtin_prefetch(static_cast<const char*>(p) + block_bytes, 0, 3);
+}
+
+// 32- and 16-bit formats: a = bits & abs_mask; max over a; min over a + abs_mask (wrapping),
+// which sends 0 to the largest signed value and 1..abs_mask in order to the negatives.
+template <class VI, class VU, class U>
+[[gnu::always_inline]] inline Stats stats_int(const void* p, int64_t bytes) {
+  constexpr U kAbs = U(~U(0)) >> 1;
+  constexpr int kW = int(sizeof(VI) / sizeof(U));
+  using S = std::make_signed_t<U>;
+  VI mx0 = VI{}, mx1 = VI{}, mn0 = VI{} + S(kAbs), mn1 = mn0;
+  const char* c = static_cast<const char*>(p);
+  for (int64_t i = 0; i < bytes; i += 2 * sizeof(VI)) {  // bytes: a multiple of 64
+    prefetch_next(c + i, bytes);
+    const VU a0 = load_as<VU>(c + i) & kAbs, a1 = load_as<VU>(c + i + sizeof(VI)) & kAbs;
+    const VI s0 = bit_cast_vec<VI>(a0), s1 = bit_cast_vec<VI>(a1);
+    mx0 = mx0 > s0 ? mx0 : s0;
+    mx1 = mx1 > s1 ? mx1 : s1;
+    const VI t0 = bit_cast_vec<VI>(a0 + kAbs), t1 = bit_cast_vec<VI>(a1 + kAbs);
+    mn0 = mn0 < t0 ? mn0 : t0;
+    mn1 = mn1 < t1 ? mn1 : t1;
+  }
+  mx0 = mx0 > mx1 ? mx0 : mx1;
+  mn0 = mn0 < mn1 ? mn0 : mn1;
+  S mx = 0, mn = S(kAbs);
+  for (int j = 0; j < kW; ++j) mx = std::max<S>(mx, mx0[j]), mn = std::min<S>(mn, mn0[j]);
+  return {uint64_t(U(mx)), uint64_t(U(U(mn) - kAbs))};
+}
+
+// float64 (AVX2 has no 64-bit integer max/min): double max/min over the bit patterns of |x|
+// and |x| - 1, which order as the values for nonnegative finite doubles. `v > m ? v : m` is one
+// maxpd and passes over a NaN v: a NaN element is not seen here but makes the kernel's sums NaN,
+// and the block is redone without it. For the min, |x| - 1 sends a zero to all ones, a NaN
+// (passed over), and a nonzero finite x to the finite double just below |x|.
+inline Stats stats_f64(const double* p, int64_t n) {
+  constexpr uint64_t kAbs = ~uint64_t(0) >> 1;
+  const vf64 inf = vf64{} + __builtin_inf();
+  vf64 mx[4], mn[4];
+  for (int j = 0; j < 4; ++j) mx[j] = vf64{}, mn[j] = inf;
+  for (int64_t i = 0; i < n; i += 4 * kDL) {  // n: a multiple of 32
+    if constexpr (kBytes == 32) prefetch_next(p + i, n * 8), prefetch_next(p + i + 8, n * 8);
+    else prefetch_next(p + i, n * 8), prefetch_next(p + i + 4, n * 8);
+    for (int j = 0; j < 4; ++j) {
+      const vu64 a = load_as<vu64>(p + i + j * kDL) & kAbs;
+      const vf64 v = bit_cast_vec<vf64>(a), t = bit_cast_vec<vf64>(a - 1);
+      mx[j] = v > mx[j] ? v : mx[j];
+      mn[j] = t < mn[j] ? t : mn[j];
+    }
+  }
+  for (int j = 1; j < 4; ++j) mx[0] = mx[j] > mx[0] ? mx[j] : mx[0], mn[0] = mn[j] < mn[0] ? mn[j] : mn[0];
+  double M = 0, m = __builtin_inf();
+  for (int j = 0; j < kDL; ++j) M = mx[0][j] > M ? mx[0][j] : M, m = mn[0][j] < m ? mn[0][j] : m;
+  uint64_t Mb, mb;
+  std::memcpy(&Mb, &M, 8);
+  std::memcpy(&mb, &m, 8);
+  return {Mb, mb + 1};
+}
+
+template <class Fmt>
+inline Stats block_stats(const typename Fmt::In* p, int64_t n) {
+  if constexpr (std::is_same_v<Fmt, F64>) return stats_f64(p, n);
+  else if constexpr (std::is_same_v<Fmt, F32>) return stats_int<vs32, vu32, uint32_t>(p, n * 4);
+  else return stats_int<vs16, vw16, uint16_t>(p, n * 2);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Pass 2: the windows. A row is 8 * U elements (U groups of 8) with their own accumulators, to
+// keep enough independent add chains in flight; fewer when each element costs more (more splits)
+// and the registers run out.
+constexpr int kLogBlock = 11;
+constexpr int64_t kBlock = int64_t(1) << kLogBlock;  // 2048: 8 KB of float32, 16 KB of float64
+constexpr int kMaxSplits = 4;
+constexpr int kRowMax = 32;  // blocks are padded to a multiple of this
+constexpr int rows_u(int S) { return S == 0 ? 4 : S == 1 ? 2 : 1; }
+
+template <class V>
+struct Lane;
+template <>
+struct Lane<vf64> {
+  using A = double;
+  static constexpr int kP = 53, kMaxExp = 1023, kMinExp = -1022, kL = kDL, kV = kDV;
+  // h: all the block's elements (the lanes' horizontal sum is in double too, within the bound).
+  static constexpr int kLogAdds = kLogBlock;
+};
+template <>
+struct Lane<vf32> {
+  using A = float;
+  static constexpr int kP = 24, kMaxExp = 127, kMinExp = -126, kL = kFL, kV = kFV;
+  // h: the float lanes are moved into double lanes every 2^HS rows (HS <= kSubLog, chosen per
+  // block: fewer where the block's range needs it), so a float lane sums at most that many. (A float lane sum is a multiple of 2^(k-24) within 2^k, or of
+  // 2^G within 2^(24+G): the double lanes take 2^29 of them exactly.)
+  static constexpr int kSubLog = 4;  // (the dispatch in exact_block)
+  static constexpr int kLogAdds = kSubLog;
+};
+
+template <class Fmt, class V, int S, int HS = Lane<V>::kLogAdds>
+[[gnu::noinline]] void window_block(const typename Fmt::In* p, int64_t n, const double* sigma, double* out) {
+  using L = Lane<V>;
+  using A = typename L::A;
+  constexpr bool kFloat = std::is_same_v<V, vf32>;
+  constexpr int U = rows_u(S), kV = L::kV, kAcc = U * kV;
+  constexpr int64_t kRow = 8 * U;
+  V sig[S > 0 ? S : 1];
+  for (int s = 0; s < S; ++s) sig[s] = V{} + A(sigma[s]);
+  V acc[S + 1][kAcc];
+  vf64 wide[kFloat ? S + 1 : 1][kFloat ? 2 * kAcc : 1];  // float lanes: their double tier
+  for (auto& lv : acc)
+    for (V& v : lv) v = V{};
+  for (auto& lv : wide)
+    for (vf64& v : lv) v = vf64{};
+  const auto rows = [&](int64_t from, int64_t to) {
+    for (int64_t i = from; i < to; i += kRow) {
+      for (int u = 0; u < U; ++u) {
+        V x[kV];
+        load8<Fmt, V>(p + i + 8 * u, x);
+        for (int k = 0; k < kV; ++k) {
+          V r = x[k];
+          for (int s = 0; s < S; ++s) {
+            const V t = r + sig[s];              // sigma + r, rounded once
+            const V q = t - sig[s];                      // exact (Sterbenz), a multiple of 2^(k_s - P)
+            acc[s][u * kV + k] = q + acc[s][u * kV + k];  // exact: within 2^k_s
+            r -= q;                                      // exact: the rounding error of sigma + r
+          }
+          acc[S][u * kV + k] += r;  // exact: multiples of 2^G within 2^(P + G)
+        }
+      }
+    }
+  };
+  if constexpr (kFloat) {
+    constexpr int64_t kSub = kRow << HS;  // rows between moves into the double lanes
+    for (int64_t i = 0; i < n; i += kSub) {
+      rows(i, std::min(n, i + kSub));
+      for (int s = 0; s <= S; ++s)
+        for (int j = 0; j < kAcc; ++j) {
+          vf64 lo, hi;
+          widen(acc[s][j], lo, hi);
+          wide[s][2 * j] += lo;
+          wide[s][2 * j + 1] += hi;
+          acc[s][j] = V{};
+        }
+    }
+  } else {
+    rows(0, n);
+  }
+  // Horizontal sums, exact by the same bounds.
+  for (int s = 0; s <= S; ++s) {
+    vf64 v;
+    if constexpr (kFloat) {
+      v = wide[s][0];
+      for (int j = 1; j < 2 * kAcc; ++j) v += wide[s][j];
+    } else {
+      v = acc[s][0];
+      for (int j = 1; j < kAcc; ++j) v += acc[s][j];
+    }
+    double t = 0;
+    for (int j = 0; j < kDL; ++j) t += v[j];
+    out[s] = t;
+  }
+}
+
+// The plan of a block: its split count S (-1: no window fits, take the slow path), the sigmas,
+// and for float lanes the log2 of the rows between moves into the double lanes.
+struct Plan {
+  int S, hs;
+  bool dbl;  // double lanes
+  double sigma[kMaxSplits];
+};
+
+template <class Fmt>
+struct Range {
+  int T, G;  // |x| < 2^T, every x a multiple of 2^G
+  bool special;
+  explicit Range(const Stats& st) {
+    constexpr int kShift = Fmt::kPrec - 1;
+    const int emax = int(st.amax >> kShift), emin = int(st.amin_nz >> kShift);
+    special = emax == Fmt::kTopExp;  // inf/NaN: strip_specials
+    T = std::max(emax, 1) - Fmt::kBias + 1;
+    G = std::max(emin, 1) - Fmt::kBias - (Fmt::kPrec - 1);
+  }
+};
+
+// The smallest S with h + T_S <= P + G, T_S = T - S (P - h), for lanes V and h; S = -1 if none.
+template <class V>
+inline Plan plan_lanes(int T, int G, int h) {
+  using L = Lane<V>;
+  constexpr int P = L::kP;
+  constexpr bool kDbl = std::is_same_v<V, vf64>;
+  if (T + h > L::kMaxExp) return Plan{-1, h, kDbl, {}};  // sigma_1 + x or the direct sums could overflow
+  const int need = h + T - P - G;
+  const int S = need <= 0 ? 0 : (need + (P - h) - 1) / (P - h);
+  if (S > kMaxSplits) return Plan{-1, h, kDbl, {}};
+  Plan pl{S, h, kDbl, {}};
+  int k = T + h;
+  for (int s = 0; s < S; ++s, k += h - P) {
+    if (k - 1 < L::kMinExp) return Plan{-1, h, kDbl, {}};  // (not reached for minimal S; a guard)
+    pl.sigma[s] = treduce::exact_double(uint64_t(k + 1023) << 52);  // 2^k (ldexp: a libm call)
+  }
+  return pl;
+}
+
+// Float lanes: with no split, the largest sub-period the range allows (down to pairs: moving
+// float lanes into double lanes every 2 rows is still cheaper than a split); with splits, the
+// longest. Then the cheaper of that and double lanes, by costs measured in L1 (ns/element, AMD
+// Zen 4, bf16): a float split costs about as much as half a double one.
+template <class Fmt, class V>
+inline Plan plan(const Stats& st) {
+  const Range<Fmt> r(st);
+  if (r.special) return Plan{-1, 0, false, {}};
+  if constexpr (std::is_same_v<V, vf64>) {
+    return plan_lanes<vf64>(r.T, r.G, kLogBlock);
+  } else {
+    constexpr int kMax = Lane<vf32>::kSubLog;
+    const int hs0 = std::min(kMax, 24 + r.G - r.T);  // S = 0 needs hs + T <= 24 + G
+    Plan f = hs0 >= 1 ? plan_lanes<vf32>(r.T, r.G, hs0) : plan_lanes<vf32>(r.T, r.G, kMax);
+    static constexpr double kCostF[kMaxSplits + 1] = {0.05, 0.10, 0.17, 0.26, 0.35};
+    static constexpr double kCostD[kMaxSplits + 1] = {0.13, 0.23, 0.34, 0.50, 0.69};
+    if (f.S >= 0 && f.S <= 1) return f;
+    const Plan d = plan_lanes<vf64>(r.T, r.G, kLogBlock);
+    if (d.S < 0) return f;
+    if (f.S < 0) return d;
+    return kCostD[d.S] < kCostF[f.S] ? d : f;
+  }
+}
+
+// Elements one at a time into the accumulator (blocks no window fits: values near the largest
+// finite, or a range past kMaxSplits splits), converted eight at a time by the vector loaders
+// (float16's scalar conversion, a libm call an element, was 6 ns an element). n: a multiple of 8.
+template <class Fmt>
+[[gnu::noinline]] inline void slow_block(const typename Fmt::In* p, int64_t n, ExactAcc* acc) {
+  for (int64_t i = 0; i < n; i += 8) {
+    vf64 x[kDV];
+    load8<Fmt, vf64>(p + i, x);
+    for (int k = 0; k < kDV; ++k)
+      for (int j = 0; j < kDL; ++j) acc->add(x[k][j]);
+  }
+}
+
+// The block with its infinities and NaNs replaced by -0.0 (which adds nothing) into `out`, their
+// flags set in the accumulator as ExactAcc::add sets them (their chunks take nothing either), so
+// the block's finite elements still go through the windows: with one infinity a block took the
+// slow path, 40x the time on float16 data spread over 2^+-20 (a tenth of it past float16's
+// range). n: a multiple of the vector's lanes.
+template <class Fmt>
+inline void strip_specials(const typename Fmt::In* p, int64_t n, typename Fmt::In* out, ExactAcc* acc) {
+  using B = std::conditional_t<sizeof(typename Fmt::In) == 8, uint64_t,
+                               std::conditional_t<sizeof(typename Fmt::In) == 4, uint32_t, uint16_t>>;
+  using VB = std::conditional_t<sizeof(B) == 8, vu64, std::conditional_t<sizeof(B) == 4, vu32, vw16>>;
+  constexpr int kShift = Fmt::kPrec - 1;
+  constexpr B kSign = B(B(1) << (sizeof(B) * 8 - 1)), kMant = B((B(1) << kShift) - 1);
+  constexpr B kExp = B(~(kSign | kMant));
+  VB nan = VB{}, pos = VB{}, neg = VB{};
+  for (int64_t i = 0; i < n; i += int64_t(sizeof(VB) / sizeof(B))) {
+    const VB v = load_as<VB>(p + i);
+    const VB special = VB((v & kExp) == kExp);  // all ones where the exponent is the top one
+    const VB mant = VB((v & kMant) != 0), sign = VB((v & kSign) != 0);
+    nan |= special & mant;
+    pos |= special & ~mant & ~sign;
+    neg |= special & ~mant & sign;
+    const VB kept = (v & ~special) | (special & kSign);
+    std::memcpy(out + i, &kept, sizeof kept);
+  }
+  B any_nan = 0, any_pos = 0, any_neg = 0;
+  for (size_t j = 0; j < sizeof(VB) / sizeof(B); ++j) any_nan |= nan[j], any_pos |= pos[j], any_neg |= neg[j];
+  acc->nan = acc->nan || any_nan != 0;
+  acc->pos_inf = acc->pos_inf || any_pos != 0;
+  acc->neg_inf = acc->neg_inf || any_neg != 0;
+  if (any_nan | any_pos | any_neg) acc->not_neg_zero |= 1, acc->any = true;
+}
+
+// One block (n a multiple of kRowMax; `real` elements are the input's, the rest -0.0 padding).
+// `stripped`: p is a copy without infinities and NaNs.
+template <class Fmt, class V>
+inline void exact_block(const typename Fmt::In* p, int64_t n, int64_t real, ExactAcc* acc, bool& nonzero,
+                        bool stripped = false) {
+  using In = typename Fmt::In;
+  using B = std::conditional_t<sizeof(In) == 8, uint64_t, std::conditional_t<sizeof(In) == 4, uint32_t, uint16_t>>;
+  const auto strip_and_redo = [&] {
+    alignas(64) In copy[kBlock];
+    strip_specials<Fmt>(p, n, copy, acc);
+    exact_block<Fmt, V>(copy, n, real, acc, nonzero, true);
+  };
+  const Stats st = block_stats<Fmt>(p, n);
+  if (!stripped && Range<Fmt>(st).special) return strip_and_redo();
+  if (st.amax == 0) {  // only zeros (or a NaN that float64's max passed over)
+    bool plus_zero = false;
+    for (int64_t i = 0; i < real; ++i) {
+      B b;
+      std::memcpy(&b, p + i, sizeof b);
+      if (B(b << 1) != 0) return stripped ? slow_block<Fmt>(p, n, acc) : strip_and_redo();
+      plus_zero |= b == 0;
+    }
+    nonzero |= plus_zero;  // all -0.0 keeps the sum -0.0
+    return;
+  }
+  const Plan pl = plan<Fmt, V>(st);
+  if (pl.S < 0) return slow_block<Fmt>(p, n, acc);
+  double out[kMaxSplits + 1] = {};
+  if (pl.dbl) {
+    switch (pl.S) {
+      case 0: window_block<Fmt, vf64, 0>(p, n, pl.sigma, out); break;
+      case 1: window_block<Fmt, vf64, 1>(p, n, pl.sigma, out); break;
+      case 2: window_block<Fmt, vf64, 2>(p, n, pl.sigma, out); break;
+      case 3: window_block<Fmt, vf64, 3>(p, n, pl.sigma, out); break;
+      case 4: window_block<Fmt, vf64, 4>(p, n, pl.sigma, out); break;
+    }
+  } else if constexpr (std::is_same_v<V, vf32>) {
+    switch (pl.S * 8 + pl.hs) {
+      case 1: window_block<Fmt, vf32, 0, 1>(p, n, pl.sigma, out); break;
+      case 2: window_block<Fmt, vf32, 0, 2>(p, n, pl.sigma, out); break;
+      case 3: window_block<Fmt, vf32, 0, 3>(p, n, pl.sigma, out); break;
+      case 4: window_block<Fmt, vf32, 0, 4>(p, n, pl.sigma, out); break;
+      case 8 + 4: window_block<Fmt, vf32, 1, 4>(p, n, pl.sigma, out); break;
+      case 16 + 4: window_block<Fmt, vf32, 2, 4>(p, n, pl.sigma, out); break;
+      case 24 + 4: window_block<Fmt, vf32, 3, 4>(p, n, pl.sigma, out); break;
+      case 32 + 4: window_block<Fmt, vf32, 4, 4>(p, n, pl.sigma, out); break;
+      default: __builtin_unreachable();
+    }
+  }
+  // A NaN the stats passed over (float64) makes a level NaN: the block again without it.
+  bool finite = true;
+  for (int s = 0; s <= pl.S; ++s) finite &= out[s] - out[s] == 0;
+  if (!finite) return stripped ? slow_block<Fmt>(p, n, acc) : strip_and_redo();
+  nonzero = true;
+  for (int s = 0; s <= pl.S; ++s)
+    if (out[s] != 0) acc->add(out[s]);
+}
+
+template <class Fmt, class V>
+void exact_fast(const typename Fmt::In* x, int64_t n, ExactAcc* acc) {
+  using In = typename Fmt::In;
+  if (n <= 0) return;
+  bool nonzero = false;
+  int64_t i = 0;
+  for (; i + kBlock <= n; i += kBlock) exact_block<Fmt, V>(x + i, kBlock, kBlock, acc, nonzero);
+  if (i < n) {  // the last, partial block: copied, padded with -0.0 (adds nothing, keeps -0.0)
+    alignas(64) In pad[kBlock];
+    const int64_t real = n - i, padded = (real + kRowMax - 1) / kRowMax * kRowMax;
+    In negzero;
+    if constexpr (sizeof(In) == 2) negzero = 0x8000;
+    else negzero = In(-0.0);
+    std::fill(pad, pad + padded, negzero);
+    std::memcpy(pad, x + i, real * sizeof(In));
+    exact_block<Fmt, V>(pad, padded, real, acc, nonzero);
+  }
+  // The -0.0 rule (ExactAcc::add counts flushed values as elements; set the flags directly).
+  acc->any = true;
+  if (nonzero) acc->not_neg_zero |= 1;
+}
+
+
+// The entry (sum_simd.h's `exact`), subnormals kept whatever the thread's mode.
+template <class Fmt, class V>
+void run(const typename Fmt::In* x, int64_t n, ExactAcc* acc) {
+  const KeepSubnormals keep;
+  exact_fast<Fmt, V>(x, n, acc);
+}
+
+}  // namespace exact_blocks
