@@ -49,34 +49,20 @@ __device__ __forceinline__ Acc team_sum(Acc v, Acc* shared) {
   }
 }
 
-// A row's packs as they are in memory (zeros past the row), and as accumulators.
-template <class T, int kPacks, int kVec>
-__device__ __forceinline__ void load_packs(const T* row, int lane, int kTeam_, int64_t cols, Pack<T, kVec> (&p)[kPacks]) {
+template <class T, class Acc, int kPacks, int kVec>
+__device__ __forceinline__ void load_row(const T* row, int lane, int kTeam_, int64_t cols, Acc (&v)[kPacks][kVec]) {
 #pragma unroll
   for (int j = 0; j < kPacks; ++j) {
     const int64_t first = (int64_t(lane) + int64_t(kTeam_) * j) * kVec;
     if (first < cols) {
-      p[j] = *reinterpret_cast<const Pack<T, kVec>*>(row + first);
+      const Pack<T, kVec> p = *reinterpret_cast<const Pack<T, kVec>*>(row + first);
+#pragma unroll
+      for (int e = 0; e < kVec; ++e) v[j][e] = element_cast<Acc>(p.v[e]);
     } else {
 #pragma unroll
-      for (int e = 0; e < kVec; ++e) p[j].v[e] = element_cast<T>(0.0f);
+      for (int e = 0; e < kVec; ++e) v[j][e] = Acc(0);
     }
   }
-}
-
-template <class T, class Acc, int kPacks, int kVec>
-__device__ __forceinline__ void unpack(const Pack<T, kVec> (&p)[kPacks], Acc (&v)[kPacks][kVec]) {
-#pragma unroll
-  for (int j = 0; j < kPacks; ++j)
-#pragma unroll
-    for (int e = 0; e < kVec; ++e) v[j][e] = element_cast<Acc>(p[j].v[e]);
-}
-
-template <class T, class Acc, int kPacks, int kVec>
-__device__ __forceinline__ void load_row(const T* row, int lane, int kTeam_, int64_t cols, Acc (&v)[kPacks][kVec]) {
-  Pack<T, kVec> p[kPacks];
-  load_packs<T, kPacks, kVec>(row, lane, kTeam_, cols, p);
-  unpack<T, Acc, kPacks, kVec>(p, v);
 }
 
 // Forward, rows in registers; teams stride over the rows.
@@ -158,27 +144,13 @@ __global__ void __launch_bounds__(kTeamBlock<kTeam>) backward_kernel(LayerNormAr
 #pragma unroll
     for (int e = 0; e < kVec; ++e) dw[j][e] = db[j][e] = Acc(0), wv[j][e] = Acc(1);
   if (w) load_row<T, Acc, kPacks, kVec>(w, lane, kTeam, n, wv);
-  // The next row's x and g are loaded while this one is reduced: with one row in flight a
-  // thread, the loads' latency between the team's sums was the time (3x the bytes' time for
-  // (4096, 2048) bfloat16, 42.8 us, H100). Not past 256 threads a team (their registers: 512
-  // spilled 80 bytes a thread).
-  constexpr bool kAhead = kTeam <= 256;
-  Pack<T, kVec> px[kPacks], pg[kPacks];
-  const auto fetch = [&](int64_t r) {
-    const bool live = r < a.rows;
-    const int at = live ? lane : int(n);  // (a dead team's lanes load nothing)
-    load_packs<T, kPacks, kVec>(static_cast<const T*>(a.x) + (live ? r : 0) * n, at, kTeam, n, px);
-    load_packs<T, kPacks, kVec>(static_cast<const T*>(a.grad) + (live ? r : 0) * n, at, kTeam, n, pg);
-  };
-  if constexpr (kAhead) fetch(int64_t(blockIdx.x) * kTeams + threadIdx.x / kTeam);
   for (int64_t r0 = int64_t(blockIdx.x) * kTeams; r0 < a.rows; r0 += teams) {
     const int64_t r = r0 + threadIdx.x / kTeam;
     const bool live = r < a.rows;
     Acc x[kPacks][kVec], g[kPacks][kVec];
-    if constexpr (!kAhead) fetch(r);
-    unpack<T, Acc, kPacks, kVec>(px, x);
-    unpack<T, Acc, kPacks, kVec>(pg, g);
-    if constexpr (kAhead) fetch(r + teams);
+    const int at = live ? lane : int(n);  // (a dead team's lanes load nothing)
+    load_row<T, Acc, kPacks, kVec>(static_cast<const T*>(a.x) + (live ? r : 0) * n, at, kTeam, n, x);
+    load_row<T, Acc, kPacks, kVec>(static_cast<const T*>(a.grad) + (live ? r : 0) * n, at, kTeam, n, g);
     const Acc mean = kKind == NormKind::Layer && live ? static_cast<const Acc*>(a.mean)[r] : Acc(0);
     const Acc rstd = live ? static_cast<const Acc*>(a.rstd)[r] : Acc(0);
     Acc sum_g = Acc(0), sum_gx = Acc(0);
