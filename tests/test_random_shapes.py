@@ -795,7 +795,7 @@ PLAN_CASES = [
     Case("argmax", [12, 16, 3, 1000], "transpose", [0, 3], 2, "bfloat16"),
     Case("sum", [1, 31, 64, 1000], "permute", [3, 2, 0, 1], 2, "int8"),
     Case("amin", [12, 16, 3, 1001], "transpose", [0, 3], 2, "int16"),
-    # ... rows of odd lengths, words from two aligned loads (1 and 2 bytes; 4 rows at once)
+    # ... rows of odd lengths, words from two aligned loads (1- and 2-byte elements)
     Case("amin", [14, 3, 49, 1001], "transpose", [1, 3], 0, "int8"),
     Case("sum", [5, 49, 2003], "transpose", [1, 2], 0, "bool"),
     Case("amax", [9, 7, 40, 517], "transpose", [2, 3], 1, "float16"),

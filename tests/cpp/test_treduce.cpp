@@ -442,19 +442,14 @@ void check_plans() {
   p = plan_reduce(h100, f32_argmax, eight_rows);
   expect(kernels(p) == "transpose_tile_kernel" && p.step[0].grid[0] == 768 && p.step[0].U == 1,
          "plan: ... positions a row at a time: " + plan_json(p));
-  // Words of four 1-byte elements load four rows at once (Tuning::transpose_words_least_rows),
-  // rows of an odd length too (two aligned loads a word): amin over dim 0 of (14, 49,
-  // 50257).transpose(1, 2) int8; under the bound a row at a time.
-  OpTraits i8_min;
-  i8_min.in_bytes = 1, i8_min.acc_bytes = 1, i8_min.whole_rows = true;
-  const PlanInput odd_rows = plan_input({14, 50257, 49}, {49 * 50257, 1, 50257}, {0});
-  p = plan_reduce(h100, i8_min, odd_rows);
-  expect(kernels(p) == "transpose_tile_kernel" && p.step[0].V == 4 && p.step[0].U == 4 && !p.step[0].flag,
-         "plan: transpose tiles of 1-byte words, four rows at once: " + plan_json(p));
-  Tuning one_row;
-  one_row.transpose_words_least_rows = 15;
-  p = plan_reduce(h100, i8_min, odd_rows, one_row);
-  expect(kernels(p) == "transpose_tile_kernel" && p.step[0].U == 1, "plan: ... a row at a time: " + plan_json(p));
+  // Words of four 1-byte elements, from rows of an odd length too (two aligned loads a word), a
+  // row at a time (four at once lost: dims.cuh): amin over dim 0 of (14, 49, 50257).transpose(1,
+  // 2) int8.
+  OpTraits i8_amin;
+  i8_amin.in_bytes = 1, i8_amin.acc_bytes = 1, i8_amin.whole_rows = true;
+  p = plan_reduce(h100, i8_amin, plan_input({14, 50257, 49}, {49 * 50257, 1, 50257}, {0}));
+  expect(kernels(p) == "transpose_tile_kernel" && p.step[0].V == 4 && p.step[0].U == 1 && !p.step[0].flag,
+         "plan: transpose tiles of 1-byte words over rows of an odd length: " + plan_json(p));
   // Narrow columns through a step, longer than tiles take (argmax over dim -2 of (32064, 56,
   // 7)[:, :, ::2]): a strided row a result, teams of 8 lanes over 56 elements, 32 rows a block
   // (layout.h's inner_as_rows); the columns kernel where Tuning::columns_as_rows_most_bytes is 1.

@@ -279,8 +279,6 @@ struct Tuning {
   // 14).permute(2, 1, 0) float32 115 -> 332, sum over dim 2 of (49, 64, 8, 96).transpose(0, 3)
   // float32 4.10 -> 5.18.
   int64_t transpose_rows_at_once_most_percent = 100;
-  // Words of V elements (V > 1), 4 rows at once from this many rows (a row at a time before).
-  int64_t transpose_words_least_rows = 2;
   // Transposed short rows of whole 16-byte words from this many bytes a row take tiles along
   // the result, a thread a row (plan_reduce.h's rows).
   int64_t tile_words_least_bytes = 32;
@@ -390,7 +388,6 @@ inline constexpr TuningField kTuningFields[] = {
     {"transpose_vector_least_blocks_percent", &Tuning::transpose_vector_least_blocks_percent},
     {"columns_as_rows_most_bytes", &Tuning::columns_as_rows_most_bytes},
     {"transpose_rows_at_once_most_percent", &Tuning::transpose_rows_at_once_most_percent},
-    {"transpose_words_least_rows", &Tuning::transpose_words_least_rows},
     {"tile_words_least_bytes", &Tuning::tile_words_least_bytes},
     {"short_columns_inner_bytes", &Tuning::short_columns_inner_bytes},
     {"short_columns_loads", &Tuning::short_columns_loads},

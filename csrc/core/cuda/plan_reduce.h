@@ -504,10 +504,7 @@ class Planner {
         // Four rows at once (V = 1: one element a lane) under a block a multiprocessor, and over
         // 4 rows or more but for positions (the instance of positions holds 86-101 registers).
         const bool few_blocks = blocks * 100 < d_.sm_count * k_.transpose_rows_at_once_most_percent;
-        // Words of V elements (1- and 2-byte inputs): 4 rows at once from
-        // Tuning::transpose_words_least_rows rows.
-        s.U = V == 1 ? (l.reduced > 1 && (few_blocks || (l.reduced >= 4 && !t_.indexed)) ? 4 : 1)
-                     : (l.reduced >= k_.transpose_words_least_rows ? 4 : 1);
+        s.U = V == 1 && l.reduced > 1 && (few_blocks || (l.reduced >= 4 && !t_.indexed)) ? 4 : 1;
         s.flag = V > 1 && l.in_inner == 1 && in_.address % uintptr_t(V * t_.in_bytes) == 0 &&
                  l.outer_strides_multiple_of(V) &&
                  (l.reduced == 1 || l.in_reduced % V == 0);

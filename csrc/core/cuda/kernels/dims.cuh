@@ -1192,6 +1192,7 @@ transpose_tile_kernel(const typename R::In* x, Layout3 l, int64_t inner_tiles, b
   using In = typename R::In;
   using Acc = typename R::Acc;
   constexpr int kV = kTransposeV<R>;
+  static_assert(kU == 1 || kV == 1, "rows at once for elements one at a time only (words: their registers)");
   constexpr int kMostOuter = (kTileBlock >> kTransposeLeastLaneBits) * kTransposeRows;
   // A tile is O x I outputs, I = L * kV, O = (kTileBlock / L) * kTransposeRows, rows I + 1 apart
   // (the stores' lanes, a row apart, fall in different banks): O * (I + 1) <= this.
@@ -1221,10 +1222,10 @@ transpose_tile_kernel(const typename R::In* x, Layout3 l, int64_t inner_tiles, b
     for (int v = 0; v < kV; ++v) acc[k][v] = Op::identity();
   // kU reduced rows' loads at once (plan_reduce.h's tiles): 4 for elements one at a time (kV ==
   // 1), 16 loads a thread as with words, where the grid is short of a block a multiprocessor or
-  // the rows are 4 or more but for positions; 4 for words of kV elements. The instance of
-  // elements holds 75-101 registers against 32-48: 2 blocks a multiprocessor, not 5. With one
-  // row of words at a time, 14 rows were 14 round trips of a thread's 4 loads: amin over dim 0 of
-  // (14, 50256, 49) int8 (transposed) 39.8 us, torch.compile 33.6 (H100).
+  // the rows are 4 or more but for positions. The instance holds 75-101 registers against 32-48:
+  // 2 blocks a multiprocessor, not 5. Words (kV > 1) a row at a time: 4 rows of words at once
+  // took 120-255 registers and lost, amin over dim 0 of (14, 50257, 49) int8 (transposed) 66.0 ->
+  // 92.8 us, bfloat16 82.3 -> 194 (H100, CUDA graphs).
   const int reduced = int(l.reduced);  // at most kTileReduced
   const auto row_at = [&](int k, int r) { return x + in_at[ty + k * rows] + r * l.in_reduced + i * l.in_inner; };
   for (int r0 = 0; r0 < reduced; r0 += kU) {
@@ -1897,7 +1898,9 @@ cudaError_t launch_step(const Step& s, const ReduceArgs& a) {
       }
     case Kernel::TransposeTiles:
       if (s.V != kTransposeV<R>) return cudaErrorInvalidValue;
-      if (s.U == 4) return launch(transpose_tile_kernel<R, 4>, x, l, s.inner_tiles, s.flag, s.team, sink);
+      if constexpr (kTransposeV<R> == 1) {
+        if (s.U == 4) return launch(transpose_tile_kernel<R, 4>, x, l, s.inner_tiles, s.flag, s.team, sink);
+      }
       if (s.U != 1) return cudaErrorInvalidValue;
       return launch(transpose_tile_kernel<R, 1>, x, l, s.inner_tiles, s.flag, s.team, sink);
     case Kernel::Slabs:
