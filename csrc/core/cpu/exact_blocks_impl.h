@@ -45,10 +45,10 @@
 // flush-to-zero or denormals-are-zero (torch.set_flush_denormal(True) sets them): run() keeps
 // subnormals for the call (sum_simd.h's KeepSubnormals).
 //
-// Single thread, AMD Zen 4, against the plain vector sum (auto's loops), 2^22 elements L3-hot /
-// 2^24 from memory: float32 N(0,1) 1.9x / 1.4x, spread over 2^+-20 3.3x / 1.8x; float64 1.7x /
-// 1.5x; bfloat16 N(0,1) 2.9x / 1.8x; float16 3.8x / 2.1x. The one-window design before took 7x /
-// 3x for float32, 17x / 9x for the 16-bit floats and 15-17x for float64 over 2^+-20.
+// Against auto's sums (2 threads, 2^22 elements, L3-hot / 2^24): float32 N(0,1) 3.5x / 1.4x,
+// spread over 2^+-20 7.3x / 2.6x; float64 2.9x / 1.4x, spread 3.8x / 1.5x; bfloat16 3.3x / 2.8x;
+// float16 4.4x / 3.9x (docs/decisions.md, 2026-12-06). The one window a run before: 13x / 3x for
+// float32, 16-17x / 9-10x for the 16-bit floats, 31x / 12x for float64 spread.
 
 namespace exact_blocks {
 
@@ -57,38 +57,23 @@ using vs16 = int16_t __attribute__((vector_size(kBytes)));
 using vw16 = uint16_t __attribute__((vector_size(kBytes)));  // (vu16 is half a vector)
 
 // ---------------------------------------------------------------------------------------------
-// Input formats. bf16/f16 are passed as their uint16_t bit patterns.
+// Input formats (bfloat16 and float16 as their uint16_t bit patterns): significand bits,
+// exponent bias, the exponent field of infinities and NaN.
 struct F32 {
   using In = float;
   static constexpr int kPrec = 24, kBias = 127, kTopExp = 255;
-  static double to_double(float v) { return v; }
-  static constexpr uint16_t kNegZero16 = 0;  // unused
 };
 struct F64 {
   using In = double;
   static constexpr int kPrec = 53, kBias = 1023, kTopExp = 2047;
-  static double to_double(double v) { return v; }
 };
 struct BF16 {
   using In = uint16_t;
   static constexpr int kPrec = 8, kBias = 127, kTopExp = 255;
-  static double to_double(uint16_t b) {
-    const uint32_t w = uint32_t(b) << 16;
-    float f;
-    std::memcpy(&f, &w, 4);
-    return f;
-  }
 };
 struct F16 {
   using In = uint16_t;
   static constexpr int kPrec = 11, kBias = 15, kTopExp = 31;
-  static double to_double(uint16_t b) {
-    const int e = (b >> 10) & 31, m = b & 1023;
-    const double s = (b & 0x8000) ? -1.0 : 1.0;
-    if (e == 31) return m ? __builtin_nan("") : s * __builtin_inf();
-    if (e == 0) return s * __builtin_ldexp(double(m), -24);
-    return s * __builtin_ldexp(double(m | 1024), e - 25);
-  }
 };
 
 // ---------------------------------------------------------------------------------------------
