@@ -80,9 +80,10 @@ TREDUCE_HOST_DEVICE Acc norm_backward_one(Acc gw, Acc xhat, Acc rstd, Acc sum_g,
 // bfloat16 and 1024 float32 at 0.50-0.95x torch's time; not rows of 16384 (a block a row then:
 // 71.6 us against 52.5), nor rows of single elements (not measured). Backward (forward and
 // backward in an eager loop): rows of 768 bfloat16 and 1024 float32 at 0.90-1.01x torch's time;
-// not longer rows yet, where 3 of 6 cases were slower (layer_norm over (4096, 2048) bfloat16 180
-// us against 142: the weight's partials summed one dependent load at a time, since changed and
-// not yet measured).
+// not longer rows, where 3 of 6 cases were slower. The weight's combine has since dropped from
+// ~30 to 4-6 us a call, but backward_kernel itself takes 2-3x its bytes' time ((4096, 2048)
+// bfloat16 42.8 us; H100, torch.profiler) and the eager loop's totals swing with the host: the
+// bound stays until the kernel is faster.
 constexpr bool layer_norm_cuda_wins(bool backward, int bytes, int64_t cols, bool packs) {
   return packs && cols <= (backward ? int64_t(1024) : 1024 * int64_t(16 / bytes));
 }
