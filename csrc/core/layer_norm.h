@@ -76,16 +76,19 @@ TREDUCE_HOST_DEVICE Acc norm_backward_one(Acc gw, Acc xhat, Acc rstd, Acc sum_g,
 // Whether override() takes a CUDA call (aten's native_layer_norm, _fused_rms_norm and their
 // backwards) for rows of `cols` elements of `bytes` each, `packs` where every row is whole
 // aligned 16-byte packs: where the suite measured ours at or past torch's kernels (H100,
-// benchmarks/results/h100/normalizing_norms.md, code of ced1ca2). Forward: rows of 768 to 8192
-// bfloat16 and 1024 float32 at 0.50-0.95x torch's time; not rows of 16384 (a block a row then:
-// 71.6 us against 52.5), nor rows of single elements (not measured). Backward (forward and
-// backward in an eager loop): rows of 768 bfloat16 and 1024 float32 at 0.90-1.01x torch's time;
-// not longer rows, where 3 of 6 cases were slower. The weight's combine has since dropped from
-// ~30 to 4-6 us a call, but backward_kernel itself takes 2-3x its bytes' time ((4096, 2048)
-// bfloat16 42.8 us; H100, torch.profiler) and the eager loop's totals swing with the host: the
-// bound stays until the kernel is faster.
+// benchmarks/results/h100/normalizing_norms.md). Forward: rows of 768 to 8192 bfloat16 and 1024
+// float32 at 0.50-0.95x torch's time (code of ced1ca2); rows of 16384 2-byte elements since
+// they are held in 1024 threads of 2 packs: layer_norm (1024, 16384) bfloat16 37.9 us against
+// 51.5, rms_norm 30.8 against 46.4 (code of 61f07d4; 71.6 against 52.5 before, three reads);
+// not rows of single elements (not measured). Backward (forward and backward in an eager loop):
+// rows of 768 bfloat16 and 1024 float32 at 0.90-1.01x torch's time; not longer rows, where 3 of
+// 6 cases were slower. The weight's combine has since dropped from ~30 to 4-6 us a call, but
+// backward_kernel itself takes 2-3x its bytes' time ((4096, 2048) bfloat16 42.8 us; H100,
+// torch.profiler) and the eager loop's totals swing with the host: the bound stays until the
+// kernel is faster.
 constexpr bool layer_norm_cuda_wins(bool backward, int bytes, int64_t cols, bool packs) {
-  return packs && cols <= (backward ? int64_t(1024) : 1024 * int64_t(16 / bytes));
+  const int64_t forward_most = bytes == 2 ? 16384 : 1024 * int64_t(16 / bytes);
+  return packs && cols <= (backward ? int64_t(1024) : forward_most);
 }
 
 // xhat of one element.
