@@ -90,20 +90,7 @@ template <class Fmt>
   else return LoadF16::load(p);
 }
 
-// A float vector's halves as double vectors (exact). AVX: one vcvtps2pd each (GCC's generic
-// convert of a 16-byte half went through the stack: 3x the time).
-[[gnu::always_inline]] inline void widen(const vf32& f, vf64& lo, vf64& hi) {
-#if TREDUCE_SIMD_AVX2
-  const __m256 v = bit_cast_vec<__m256>(f);
-  lo = bit_cast_vec<vf64>(_mm256_cvtps_pd(_mm256_castps256_ps128(v)));
-  hi = bit_cast_vec<vf64>(_mm256_cvtps_pd(_mm256_extractf128_ps(v, 1)));
-#else
-  vf32h half[2];
-  std::memcpy(half, &f, sizeof half);
-  lo = __builtin_convertvector(half[0], vf64);
-  hi = __builtin_convertvector(half[1], vf64);
-#endif
-}
+// (A float vector's halves as double vectors: sum_simd_impl.h's widen.)
 
 template <class Fmt, class V>
 [[gnu::always_inline]] inline void load8(const typename Fmt::In* p, V (&x)[8 / (kBytes / sizeof(V{}[0]))]) {
