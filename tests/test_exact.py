@@ -219,9 +219,11 @@ def test_cpu_flush_denormal_does_not_change_the_sum():
             pytest.skip("this CPU has no flush-to-zero mode")
         try:
             got = exact(x)
+            rounded = torch.ops.treduce._exact_round(torch.ops.treduce._exact_state(x), dtype)
         finally:
             torch.set_flush_denormal(False)
         assert same_bits(got, want), f"{dtype}: got {got.item()!r}, want {want.item()!r}, seed {seed}"
+        assert same_bits(rounded, want), f"{dtype} state rounded: got {rounded.item()!r}, seed {seed}"
 
 
 def test_cpu_bits_do_not_depend_on_the_instruction_set(tmp_path):
