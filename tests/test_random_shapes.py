@@ -547,6 +547,24 @@ def test_integer_column_sums_at_the_extremes(device):
 
 
 @cuda_only
+def test_tiles_along_inner_under_short_result_runs():
+    # Short reductions over a strided dim whose result's contiguous run is short (8 to 31) while
+    # the inner run is contiguous: tile_kernel's lanes along the inner run, each result stored a
+    # result's run apart (plan_reduce.h's tiles, Tuning::tiles_short_result_run). Inner runs off
+    # the lanes' multiples; every op kind against torch (integers, extrema and positions exact,
+    # ties among int16's values; float sums and var against float64).
+    gen, seed = fresh_generator("cuda")
+    for sizes in ((7, 12, 3001), (5, 20, 1000), (3, 31, 4096), (9, 8, 20000)):
+        base = torch.randn(sizes, generator=gen, device="cuda").mul(20)
+        for dtype in (torch.float32, torch.bfloat16, torch.int16):
+            x = base.to(dtype).transpose(2, 1)
+            where = (sizes, dtype, seed)
+            steps = torch_reduce.explain(x, 0, "amax")["plan"]["steps"]
+            assert [s["kernel"] for s in steps] == ["tile_kernel"] and not steps[0].get("a_is_outer"), (where, steps)
+            check_op_kinds(x, 0, sizes[0], where, equal_nan=True)
+
+
+@cuda_only
 def test_tuning_line_from_the_environment():
     # TREDUCE_TUNING changes the planner's table for the process (trials without a rebuild); a
     # line that does not parse is reported and ignored. Under a line, the plans it gives are

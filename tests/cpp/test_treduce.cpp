@@ -316,6 +316,16 @@ void check_plans() {
              p.step[0].grid[1] == 9 && p.step[0].block[0] == 32 && p.step[0].block[1] == 8 && p.step[0].V == 4 &&
              p.step[0].per == 456 && p.step[1].count == 9 && p.workspace == 9 * 4096 * 4,
          "plan: (4096, 4096) over dim 0 is split columns and their combine: " + kernels(p));
+  // Short reductions of a strided reduced dim whose result's run (12) is short and whose inner run
+  // is contiguous: tile_kernel's lanes along the inner run (whole sectors), not along the result
+  // (Tuning::tiles_short_result_run). max over dim 0 of (7, 12, 151936).transpose(2, 1) bfloat16.
+  p = plan_reduce(h100, bf16_max, plan_input({7, 151936, 12}, {12 * 151936, 1, 151936}, {0}));
+  expect(kernels(p) == "tile_kernel" && !p.step[0].a_is_outer && p.step[0].a_bits == 5,
+         "plan: short result runs, lanes along the contiguous inner run: " + plan_json(p));
+  Tuning along_result;
+  along_result.tiles_short_result_run = 1;
+  p = plan_reduce(h100, bf16_max, plan_input({7, 151936, 12}, {12 * 151936, 1, 151936}, {0}), along_result);
+  expect(kernels(p) == "tile_kernel" && p.step[0].a_is_outer, "plan: ... along the result without: " + plan_json(p));
   OpTraits i8_min;
   // argmax over every dim of a transposed (3, 96, 16) int8: the runs in logical order (there
   // positions count), which the small kernel alone reads; runs that step as one merge: (4, 3,

@@ -282,6 +282,9 @@ struct Tuning {
   // Transposed short rows of whole 16-byte words from this many bytes a row take tiles along
   // the result, a thread a row (plan_reduce.h's rows).
   int64_t tile_words_least_bytes = 32;
+  // tile_kernel's lanes along the inner run, not the result's, where the result's run is shorter
+  // than this, the inner run contiguous and the reduced one not (plan_reduce.h's tiles; 0: never).
+  int64_t tiles_short_result_run = 32;
   // Short columns of whole pieces narrower than this take short_columns_kernel (plan_reduce.h's
   // short_columns): any width. In CUDA graphs, H200, us, slabs or columns -> short columns
   // (torch.compile), the same library both ways: mean over dim -2 of (49152, 2, 16) float16 6.00
@@ -389,6 +392,7 @@ inline constexpr TuningField kTuningFields[] = {
     {"columns_as_rows_most_bytes", &Tuning::columns_as_rows_most_bytes},
     {"transpose_rows_at_once_most_percent", &Tuning::transpose_rows_at_once_most_percent},
     {"tile_words_least_bytes", &Tuning::tile_words_least_bytes},
+    {"tiles_short_result_run", &Tuning::tiles_short_result_run},
     {"short_columns_inner_bytes", &Tuning::short_columns_inner_bytes},
     {"short_columns_loads", &Tuning::short_columns_loads},
     {"short_columns_blocks_per_sm", &Tuning::short_columns_blocks_per_sm},
