@@ -258,7 +258,7 @@ def test_narrow_column_sums_in_the_cascade_order(dtype):
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int32,
-                                   torch.int8, torch.int64], ids=str)
+                                   torch.int8, torch.int64, torch.bool], ids=str)
 def test_column_extrema_of_few_rows(dtype):
     """amax, amin and aminmax over the middle dim through sum_simd's extremum_columns_to (into the
     results themselves where the result dtype is the accumulator's, else into the accumulators):
@@ -280,6 +280,8 @@ def test_column_extrema_of_few_rows(dtype):
             flat[k[1::3]] = float("inf")
             flat[k[2::3]] = float("-inf")
             x[:, -1, -1] = float("nan")  # the last row's last column: the overlapping or padded vector
+        elif dtype == torch.bool:  # (aminmax as uint8's bytes; amax and amin as any and all)
+            x = torch.rand(outer, rows, width, generator=gen) < (0.02 if rows > 3 else 0.5)
         else:
             info = torch.iinfo(dtype)
             x = torch.randint(info.min, info.max, (outer, rows, width), generator=gen, dtype=dtype)
