@@ -91,11 +91,12 @@ def test_special_values_as_torch(device, name, torch_fn):
         for dtype in (torch.float32, torch.bfloat16):
             x = rows.to(dtype)
             for xx, dim in ((x, 1), (x.t().contiguous(), 0)):
-                got, want, exact = getattr(torch_reduce, name)(xx, dim), torch_fn(xx, dim), torch_fn(xx.double(), dim)
+                got, want = getattr(torch_reduce, name)(xx, dim), torch_fn(xx, dim)
                 assert torch.equal(got.isnan(), want.isnan()), (name, n, dtype)
                 assert torch.equal(got.isinf(), want.isinf()), (name, n, dtype)
                 finite = want.isfinite()
                 if dtype == torch.bfloat16:
+                    exact = torch_fn(xx.double(), dim)
                     torch.testing.assert_close(got[finite].double(), exact[finite], rtol=2 * torch.finfo(dtype).eps, atol=1e-5)
                 else:
                     torch.testing.assert_close(got[finite], want[finite], rtol=2e-2, atol=1e-5)

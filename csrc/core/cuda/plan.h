@@ -283,7 +283,7 @@ struct Tuning {
   // the result, a thread a row (plan_reduce.h's rows).
   int64_t tile_words_least_bytes = 32;
   // tile_kernel's lanes along the inner run, not the result's, where the result's run is shorter
-  // than this, the inner run contiguous and the reduced one not (plan_reduce.h's tiles; 0: never).
+  // than this, the inner run contiguous and the reduced one not (plan_reduce.h's tiles; 1: never).
   int64_t tiles_short_result_run = 32;
   // Short columns of whole pieces narrower than this take short_columns_kernel (plan_reduce.h's
   // short_columns): any width. In CUDA graphs, H200, us, slabs or columns -> short columns
