@@ -257,6 +257,59 @@ def test_narrow_column_sums_in_the_cascade_order(dtype):
             assert torch.equal(got, want), f"nansum {what} {outer}x{rows}x{width} seed {seed}"
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float64, torch.int16], ids=str)
+def test_strided_columns(dtype):
+    """Columns whose outputs are 2 to 4 elements apart (a slice ::k of the last dim), read as the
+    dense run that holds them: sums bit for bit as the cascade adds them, amax, amin and int
+    results equal to torch's. The elements between the outputs hold NaN and infinities, which
+    must not reach any result; widths around the blocks of accumulators (32 float32 lanes), rows
+    around the groups of 16 and past a segment of 256."""
+    gen, seed = fresh_generator("cpu")
+    for rows, width, k in ((3, 2, 2), (16, 17, 3), (17, 33, 2), (40, 45, 4), (257, 171, 3), (5, 1, 3), (2, 700, 4)):
+        if dtype.is_floating_point:
+            full = torch.randn(rows, width * k, generator=gen).to(dtype)
+            full[:, 1::k] = float("nan")
+            full[:, k - 1::k] = float("inf") if k > 2 else float("nan")
+        else:
+            full = torch.randint(-1000, 1000, (rows, width * k), generator=gen, dtype=dtype)
+        x = full[:, ::k]
+        got = torch_reduce.sum(x, 0)
+        if dtype.is_floating_point:
+            assert torch.equal(got, _cascade_columns(x, False).to(dtype)), f"sum {rows}x{width}::{k} seed {seed}"
+            # The whole sum (the strided columns' partials, then their combine) against float64.
+            torch.testing.assert_close(torch_reduce.sum(x).double(), x.double().sum(), rtol=1e-2, atol=1e-2,
+                                       msg=lambda m: f"full sum {rows}x{width}::{k} seed {seed}: {m}")
+        else:
+            assert torch.equal(got, torch.sum(x, 0)), f"sum {rows}x{width}::{k} seed {seed}"
+            assert torch.equal(torch_reduce.sum(x), torch.sum(x)), f"full sum {rows}x{width}::{k} seed {seed}"
+        for op in ("amax", "amin"):
+            got, want = getattr(torch_reduce, op)(x, 0), getattr(torch, op)(x, 0)
+            torch.testing.assert_close(got, want, rtol=0, atol=0, equal_nan=True,
+                                       msg=lambda m: f"{op} {rows}x{width}::{k} seed {seed}: {m}")
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16, torch.float64], ids=str)
+def test_short_row_extrema(dtype):
+    """amax, amin and aminmax over rows of 1 to 7 (four rows a vector's lanes for float results),
+    contiguous and strided, row counts off the multiples of 4 and 64; NaN and infinities: equal to
+    torch's, NaN where torch's is."""
+    gen, seed = fresh_generator("cpu")
+    for rows, n in ((14336, 3), (6, 1), (67, 2), (130, 5), (1027, 7), (9, 4)):
+        x = (torch.randn(rows, n + 1, generator=gen) * 100).to(dtype)
+        flat = x.view(-1)
+        k = torch.randint(0, flat.numel(), (max(3, flat.numel() // 50),), generator=gen)
+        flat[k[0::3]] = float("nan")
+        flat[k[1::3]] = float("inf")
+        flat[k[2::3]] = float("-inf")
+        for what, data in (("contiguous", x[:, :n].contiguous()), ("slice", x[:, 1:]), ("transposed", x[:, :n].t().contiguous().t())):
+            for op in ("amax", "amin"):
+                torch.testing.assert_close(getattr(torch_reduce, op)(data, 1), getattr(torch, op)(data, 1), rtol=0, atol=0,
+                                           equal_nan=True, msg=lambda m: f"{op} {what} {rows}x{n} seed {seed}: {m}")
+            for g, w in zip(torch_reduce.aminmax(data, dim=1), torch.aminmax(data, dim=1)):
+                torch.testing.assert_close(g, w, rtol=0, atol=0, equal_nan=True,
+                                           msg=lambda m: f"aminmax {what} {rows}x{n} seed {seed}: {m}")
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int32,
                                    torch.int8, torch.int64, torch.bool], ids=str)
 def test_column_extrema_of_few_rows(dtype):

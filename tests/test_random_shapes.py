@@ -301,18 +301,18 @@ def check_op_kinds(x, dim, n, where, equal_nan=False):
 def test_transposed_packed_rows():
     # Short rows packed along a kept run whose results are apart, the result's contiguous run
     # another (layout.h's packed_rows_transposed): transpose tiles along the packed run, element
-    # loads; rows of two to four whole 16-byte words tiles along the result's run, a thread a row
+    # loads; rows of one to four whole 16-byte words tiles along the result's run, a thread a row
     # (Tuning::tile_words_least_bytes). Row lengths 2-16, runs off the tile's multiples, every op kind against torch:
     # integers, extrema and positions exact (ties among int8's values), float sums against
     # float64, var against float64.
     gen, seed = fresh_generator("cuda")
-    for rows, cols, width in ((1024, 1024, 3), (1000, 1030, 5), (1000, 1300, 2), (700, 1300, 16)):
+    for rows, cols, width in ((1024, 1024, 3), (1000, 1030, 5), (1000, 1300, 2), (700, 1300, 16), (1024, 1030, 8)):
         base = torch.randn(rows, cols, width, generator=gen, device="cuda").mul(20)
         for dtype in (torch.float32, torch.float16, torch.int8):
             x = base.to(dtype).transpose(2, 0)
             where = (rows, cols, width, dtype, seed)
             row_bytes = width * x.element_size()
-            words = row_bytes >= 32 and row_bytes % 16 == 0
+            words = row_bytes % 16 == 0
             assert kernels(torch_reduce.explain(x, 0)) == ["tile_kernel" if words else "transpose_tile_kernel"], where
             check_op_kinds(x, 0, width, where, equal_nan=True)
 

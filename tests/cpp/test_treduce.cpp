@@ -201,6 +201,21 @@ void check_plans() {
   small_rows.small_rows_elements = int64_t(1) << 16;
   p = plan_reduce(h100, f32_sum, plan_input({1024, 64}, {64, 1}, {1}), small_rows);
   expect(kernels(p) == "small_kernel", "plan: ... and 1024 under a bound of 2^16: " + plan_json(p));
+  // Teams grown while the grid is short (Tuning::small_least_blocks_percent; off in the table):
+  // 256 rows of 4096 bfloat16, 64 lanes of 8 vectors (64 blocks); at 100 percent, 256 lanes of 2
+  // (256 blocks), never fewer than one load a lane.
+  OpTraits bf16_rows;
+  bf16_rows.in_bytes = 2, bf16_rows.acc_bytes = 4;
+  p = plan_reduce(h100, bf16_rows, plan_input({4096, 256}, {1, 4096}, {0}));
+  expect(kernels(p) == "small_kernel" && p.step[0].team == 6 && p.step[0].grid[0] == 64 && p.step[0].loads == 8,
+         "plan: 256 rows of 4096 bfloat16, teams of 64: " + plan_json(p));
+  Tuning grown;
+  grown.small_least_blocks_percent = 100;
+  p = plan_reduce(h100, bf16_rows, plan_input({4096, 256}, {1, 4096}, {0}), grown);
+  expect(kernels(p) == "small_kernel" && p.step[0].team == 8 && p.step[0].grid[0] == 256 && p.step[0].loads == 2,
+         "plan: ... of 256 where the grid is short: " + plan_json(p));
+  p = plan_reduce(h100, bf16_rows, plan_input({3, 8}, {8, 1}, {1}), grown);
+  expect(kernels(p) == "small_kernel" && p.step[0].team == 0, "plan: ... one vector a row, one lane: " + plan_json(p));
   // One block for a full reduction up to Tuning::single_block_elements (2^16): 2^16 int8 are
   // small_sum_kernel's, 2^17 (8192 vectors, the bound in vectors) a grid and its combine.
   OpTraits i8_max;
@@ -563,12 +578,16 @@ void check_plans() {
   expect(kernels(p) == "short_columns_kernel" && p.step[0].loads == 1, "plan: ... 5 rows, 1: " + plan_json(p));
   // Transposed rows of 8 float32 (32 bytes, two words), sum over dim 2 of (50257, 16,
   // 8).transpose(1, 0): tiles along the result's run, a thread a row of two 16-byte words; rows
-  // of 4 (one word, under Tuning::tile_words_least_bytes) keep transpose tiles.
+  // of 4 (one word) too; rows of 2 (8 bytes, under Tuning::tile_words_least_bytes) keep
+  // transpose tiles.
   p = plan_reduce(h100, f32_sum, plan_input({16, 50257, 8}, {8, 128, 1}, {2}));
   expect(kernels(p) == "tile_kernel" && p.step[0].word == 32 && !p.step[0].a_is_outer && p.step[0].loads == 8,
          "plan: transposed rows of two words are tiles along the result: " + plan_json(p));
   p = plan_reduce(h100, f32_sum, plan_input({16, 50257, 4}, {4, 64, 1}, {2}));
-  expect(kernels(p) == "transpose_tile_kernel", "plan: ... rows of one word transpose tiles: " + kernels(p));
+  expect(kernels(p) == "tile_kernel" && p.step[0].word == 16 && !p.step[0].a_is_outer,
+         "plan: ... rows of one word too: " + plan_json(p));
+  p = plan_reduce(h100, f32_sum, plan_input({16, 50257, 2}, {2, 32, 1}, {2}));
+  expect(kernels(p) == "transpose_tile_kernel", "plan: ... rows of half a word transpose tiles: " + kernels(p));
   // Rows of 12 bfloat16 through three outer runs (count_nonzero over dim 3 of (28, 7, 768,
   // 12).transpose(1, 2)): tile_kernel loads each row as three 8-byte units; off an 8-byte
   // boundary, elements; rows of 16 (32 bytes) off a 16-byte boundary, elements too (the kernel

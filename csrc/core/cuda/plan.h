@@ -167,6 +167,14 @@ struct Tuning {
   // Teams of more than a warp for argmax and argmin while a lane has more loads than this
   // (other operators: kSmallLoads).
   int64_t small_wide_loads_indexed = kSmallLoads;
+  // Teams grown past that (fewer loads a thread, down to one) while the grid has fewer blocks
+  // than this many percent of the multiprocessors; 1: off. A trial's knob, off: at 50 (H100,
+  // CUDA graphs, seeds 81173 and 74411) it helped sums, extrema and logsumexp of few results
+  // (logsumexp over dim 0 of (14, 128) float16 1.79 -> 1.31 us, over rows of 4096 of (77, 4096)
+  // 2.86 -> 2.50, sum over dims 1-2 of (49, 64, 12) float32 1.59 -> 1.35) and slowed float32
+  // Welford's and positions (var_mean over dim -3 of (77, 8, 28, 7) 1.58 -> 2.21, var over dim
+  // 1 of (256, 8, 3, 7) 1.38 -> 1.74, argmin over dim -2 of (77, 768) int32 1.71 -> 3.00).
+  int64_t small_least_blocks_percent = 1;
   // Short columns take tile_kernel where a columns block would hold fewer elements than
   // tiles_least_block_elements, for inputs up to tiles_small_bytes (in L2: the block's combine
   // down Y outweighs its loads), else than 4 * kColumnsBlock (4 a thread; whole 16-byte loads
@@ -280,8 +288,11 @@ struct Tuning {
   // float32 4.10 -> 5.18.
   int64_t transpose_rows_at_once_most_percent = 100;
   // Transposed short rows of whole 16-byte words from this many bytes a row take tiles along
-  // the result, a thread a row (plan_reduce.h's rows).
-  int64_t tile_words_least_bytes = 32;
+  // the result, a thread a row (plan_reduce.h's rows). 16 rather than 32 (rows of one word too;
+  // H100, CUDA graphs, tuning trials): nanmean over rows of 8 of (4096, 256, 8).transpose(0, 1)
+  // bfloat16 24.4 -> 10.1 us (transpose tiles -> tiles; torch.compile 9.3), the only case of
+  // random shapes seeds 81173 and 74411 it changed.
+  int64_t tile_words_least_bytes = 16;
   // tile_kernel's lanes along the inner run, not the result's, where the result's run is shorter
   // than this, the inner run contiguous and the reduced one not (plan_reduce.h's tiles; 1: never).
   int64_t tiles_short_result_run = 32;
@@ -363,6 +374,7 @@ inline constexpr TuningField kTuningFields[] = {
     {"small_passes_count", &Tuning::small_passes_count},
     {"small_passes_rows", &Tuning::small_passes_rows},
     {"small_wide_loads_indexed", &Tuning::small_wide_loads_indexed},
+    {"small_least_blocks_percent", &Tuning::small_least_blocks_percent},
     {"tiles_least_block_elements", &Tuning::tiles_least_block_elements},
     {"tiles_small_bytes", &Tuning::tiles_small_bytes},
     {"rows_team_loads", &Tuning::rows_team_loads},

@@ -160,6 +160,12 @@ class Planner {
     };
     int team_bits = 0;
     while ((int64_t(1) << team_bits) < kSmallBlock && more_lanes(team_bits)) ++team_bits;
+    // Tuning::small_least_blocks_percent (off in the table): teams grown while the grid is short.
+    const auto few_blocks = [&](int bits) {
+      return ceil_div(int64_t(l.outputs) << bits, int64_t(kSmallBlock)) * 100 < k_.small_least_blocks_percent * d_.sm_count;
+    };
+    while ((int64_t(1) << team_bits) < kSmallBlock && (int64_t(2) << team_bits) <= loads && few_blocks(team_bits))
+      ++team_bits;
     const int64_t threads = int64_t(l.outputs) << team_bits;
     const int block = int(std::min<int64_t>(kSmallBlock, ceil_div(threads, 32) * 32));
     Step& s = p_.add(Kernel::Small);
