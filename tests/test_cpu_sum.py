@@ -288,6 +288,26 @@ def test_strided_columns(dtype):
                                        msg=lambda m: f"{op} {rows}x{width}::{k} seed {seed}: {m}")
 
 
+@pytest.mark.parametrize("dtype", [torch.uint8, torch.float32, torch.bfloat16, torch.int64], ids=str)
+def test_transposed_maps(dtype):
+    """Reductions over a size-1 dim whose results are transposed against the input (tiles of
+    outer x inner indexes, stored along the results' run): sums, extrema, aminmax and any equal
+    to torch's; runs off the tiles' multiples, two outer runs, a slice."""
+    gen, seed = fresh_generator("cpu")
+    for sizes, perm in (((1, 256, 1023), (0, 2, 1)), ((1, 33, 65), (0, 2, 1)), ((7, 1, 40, 3), (1, 3, 2, 0)),
+                        ((1, 64, 31), (2, 1, 0))):
+        base = torch.randint(-100, 100, sizes, generator=gen).to(dtype)
+        x = base.permute(*perm)
+        dim = x.shape.index(1)
+        wide = max(range(x.dim()), key=lambda d: x.shape[d])
+        for what, x in (("permuted", x), ("slice", x.narrow(wide, 1, x.shape[wide] - 1))):
+            for op in ("sum", "amax", "amin", "any"):
+                got, want = getattr(torch_reduce, op)(x, dim), getattr(torch, op)(x, dim)
+                assert got.dtype == want.dtype and torch.equal(got, want), f"{op} {what} {sizes} seed {seed}"
+            for g, w in zip(torch_reduce.aminmax(x, dim=dim), torch.aminmax(x, dim=dim)):
+                assert torch.equal(g, w), f"aminmax {what} {sizes} seed {seed}"
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16, torch.float64], ids=str)
 def test_short_row_extrema(dtype):
     """amax, amin and aminmax over rows of 1 to 7 (four rows a vector's lanes for float results),
