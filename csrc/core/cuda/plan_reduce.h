@@ -161,8 +161,9 @@ class Planner {
     int team_bits = 0;
     while ((int64_t(1) << team_bits) < kSmallBlock && more_lanes(team_bits)) ++team_bits;
     // Tuning::small_least_blocks_percent (off in the table): teams grown while the grid is short.
-    const auto few_blocks = [&](int bits) {
-      return ceil_div(int64_t(l.outputs) << bits, int64_t(kSmallBlock)) * 100 < k_.small_least_blocks_percent * d_.sm_count;
+    const auto few_blocks = [&](int bits) {  // (1: off; as a percent it held every 1-block grid short)
+      return k_.small_least_blocks_percent > 1 &&
+             ceil_div(int64_t(l.outputs) << bits, int64_t(kSmallBlock)) * 100 < k_.small_least_blocks_percent * d_.sm_count;
     };
     while ((int64_t(1) << team_bits) < kSmallBlock && (int64_t(2) << team_bits) <= loads && few_blocks(team_bits))
       ++team_bits;
