@@ -318,6 +318,25 @@ def test_transposed_packed_rows():
 
 
 @cuda_only
+def test_columns_of_packed_narrow_outputs():
+    # Columns whose outer indexes are under a sector apart (the 3 or 7 channels of a
+    # channels_last tensor, reduced over its batch): the grid takes the outer indexes of a
+    # column block one after another (plan_reduce.h's columns, the step's flag), so that the
+    # blocks that share a sector run together. Every op kind and count_nonzero against torch.
+    gen, seed = fresh_generator("cuda")
+    for n, c, h, w in ((40, 7, 3, 15193), (24, 3, 5, 20011)):
+        base = torch.randn(n, c, h, w, generator=gen, device="cuda").mul(20)
+        for dtype in (torch.bfloat16, torch.float32, torch.int8):
+            x = base.to(dtype).contiguous(memory_format=torch.channels_last)
+            where = (n, c, h, w, dtype, seed)
+            steps = torch_reduce.explain(x, 0)["plan"]["steps"]
+            if dtype != torch.float32:
+                assert [s["kernel"] for s in steps] == ["columns_kernel"] and steps[0].get("flag"), where
+            check_op_kinds(x, 0, n, where)
+            assert torch.equal(torch_reduce.count_nonzero(x, 0), torch.count_nonzero(x, 0)), where
+
+
+@cuda_only
 def test_columns_of_merged_inner_runs():
     # Columns narrower than a line whose inner run continues in memory through kept runs that
     # hold the results in another order (layout.h's inner_merged): one inner run read in memory

@@ -576,6 +576,22 @@ void check_plans() {
   expect(kernels(p) == "short_columns_kernel" && p.step[0].loads == 2, "plan: ... 3 rows, 2: " + plan_json(p));
   p = plan_reduce(h100, f16_sum, plan_input({1024, 5, 32064}, {160320, 32064, 1}, {1}));
   expect(kernels(p) == "short_columns_kernel" && p.step[0].loads == 1, "plan: ... 5 rows, 1: " + plan_json(p));
+  // Columns whose outer indexes are under a sector apart (count_nonzero over dim 0 of a
+  // channels_last (40, 7, 3, 151936) bfloat16: outer the 7 channels, 1 element apart): the grid
+  // steps through the outer indexes first (the step's flag); (64, 1024, 4096) float32 over dim 1
+  // (outer indexes 16 MB apart) keeps the column blocks first.
+  OpTraits bf16_count_nonzero;
+  bf16_count_nonzero.in_bytes = 2, bf16_count_nonzero.acc_bytes = 8;
+  p = plan_reduce(h100, bf16_count_nonzero, plan_input({40, 7, 3, 151936}, {3190656, 1, 1063552, 7}, {0}));
+  expect(kernels(p) == "columns_kernel" && p.step[0].flag && p.step[0].layout.outer == 7,
+         "plan: packed narrow columns step through their outer indexes first: " + plan_json(p));
+  Tuning column_blocks_first;
+  column_blocks_first.columns_outer_first_bytes = 1;
+  p = plan_reduce(h100, bf16_count_nonzero, plan_input({40, 7, 3, 151936}, {3190656, 1, 1063552, 7}, {0}),
+                  column_blocks_first);
+  expect(kernels(p) == "columns_kernel" && !p.step[0].flag, "plan: ... not with the knob at 1: " + plan_json(p));
+  p = plan_of({64, 1024, 4096}, {4194304, 4096, 1}, {1});
+  expect(kernels(p) == "columns_kernel" && !p.step[0].flag, "plan: ... not outer indexes far apart: " + plan_json(p));
   // Transposed rows of 8 float32 (32 bytes, two words), sum over dim 2 of (50257, 16,
   // 8).transpose(1, 0): tiles along the result's run, a thread a row of two 16-byte words; rows
   // of 4 (one word) too; rows of 2 (8 bytes, under Tuning::tile_words_least_bytes) keep

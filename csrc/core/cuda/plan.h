@@ -293,6 +293,12 @@ struct Tuning {
   // bfloat16 24.4 -> 10.1 us (transpose tiles -> tiles; torch.compile 9.3), the only case of
   // random shapes seeds 81173 and 74411 it changed.
   int64_t tile_words_least_bytes = 16;
+  // Columns steps take their outer indexes first in the grid (dims.cuh's columns_kernel, the
+  // step's flag) where those are under this many bytes apart in the input (1: never). With the
+  // column blocks first, count_nonzero over dim 0 of a channels_last (40, 7, 3, 151936)
+  // bfloat16 (outer the 7 channels, 1 element apart) read its 243 MB once an outer index:
+  // 618 us, DRAM 87% busy, L2 hits 2% (ncu, H100; torch.compile 211).
+  int64_t columns_outer_first_bytes = 32;
   // tile_kernel's lanes along the inner run, not the result's, where the result's run is shorter
   // than this, the inner run contiguous and the reduced one not (plan_reduce.h's tiles; 1: never).
   int64_t tiles_short_result_run = 32;
@@ -404,6 +410,7 @@ inline constexpr TuningField kTuningFields[] = {
     {"columns_as_rows_most_bytes", &Tuning::columns_as_rows_most_bytes},
     {"transpose_rows_at_once_most_percent", &Tuning::transpose_rows_at_once_most_percent},
     {"tile_words_least_bytes", &Tuning::tile_words_least_bytes},
+    {"columns_outer_first_bytes", &Tuning::columns_outer_first_bytes},
     {"tiles_short_result_run", &Tuning::tiles_short_result_run},
     {"short_columns_inner_bytes", &Tuning::short_columns_inner_bytes},
     {"short_columns_loads", &Tuning::short_columns_loads},
@@ -582,7 +589,8 @@ struct Step {
   int64_t column_blocks = 0, first = 0, end = 0;  // Columns: the outputs [first, end) of a row
   int a_bits = 0, word = 0;         // Tiles
   bool a_is_outer = false;
-  bool flag = false;                // RowSegments: whole vectors; TransposeTiles: words; Small: vectors
+  bool flag = false;                // RowSegments: whole vectors; TransposeTiles: words; Small: vectors;
+                                    // Columns: outer indexes first in the grid
   int64_t inner_tiles = 0;          // TransposeTiles
   SlabShape slabs{};
   SmallIndex small{};

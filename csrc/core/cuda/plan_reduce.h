@@ -751,6 +751,11 @@ class Planner {
       s.grid[0] = grid_x, s.grid[1] = c.splits, s.block[0] = c.X, s.block[1] = c.Y, s.layout = l, s.to = sink;
       s.dependent = c.splits > 1 || grid_x <= 2 * int64_t(d_.sm_count);
       s.V = v, s.U = u, s.column_blocks = column_blocks, s.first = first, s.end = end, s.per = c.per_split;
+      // Outer indexes nearer than Tuning::columns_outer_first_bytes (packed narrow outputs, one
+      // outer run): the grid steps through them first, so that the blocks that share a sector
+      // run together rather than an outer index's whole pass apart.
+      s.flag = l.outer > 1 && column_blocks > 1 && l.outer_runs.runs <= 1 &&
+               l.in_outer * t_.in_bytes < k_.columns_outer_first_bytes;
     };
     if (c.whole > 0) launch(V, U, xblocks, c.column_blocks, 0, c.whole);
     if (c.whole < l.inner) {

@@ -584,7 +584,8 @@ row_partials_kernel(const typename R::Acc* partials, int segments, Layout3 l, Si
 }
 
 // Columns: thread (x, y) of block (b, split) owns outputs i0 .. i0 + V - 1 of outer index
-// o (b = o * column_blocks + column block; i0 counted from `first`) and combines rows
+// o (b = o * column_blocks + column block, or column block * outer + o where outer_fastest; i0
+// counted from `first`) and combines rows
 // split * per_split + y, + Y, ... of them, U loads in flight; threads with i0 >= `end` own
 // none. V > 1 only when the caller checked that every row of [first, end) is whole aligned
 // vectors of V elements (16 or 8 bytes; the last outputs of a row, fewer than V, are another
@@ -782,16 +783,20 @@ __device__ __forceinline__ void columns_store(typename R::Acc (&acc)[V], const L
 template <class R, int V, int U>
 __global__ void __launch_bounds__(kColumnsBlock, kMinBlocksOf<R>)
 columns_kernel(const typename R::In* x, Layout3 l, unsigned column_blocks, int64_t first, int64_t end,
-               int64_t per_split, Sink out) {
+               int64_t per_split, Sink out, bool outer_fastest) {
   using Op = typename R::Op;
   using Acc = typename R::Acc;
   static_assert(V == 1 || V * sizeof(typename R::In) == 16 || V * sizeof(typename R::In) == 8,
                 "elements, or 16- or 8-byte vectors");
-  const unsigned o = blockIdx.x / column_blocks;  // 32-bit: the grid's x is below 2^31
+  // 32-bit: the grid's x is below 2^31. outer_fastest (plan_reduce.h's columns): the outer
+  // indexes of a column block one after another in the grid, so that blocks that run together
+  // read the same sectors.
+  const unsigned o = outer_fastest ? blockIdx.x % unsigned(l.outer) : blockIdx.x / column_blocks;
+  const unsigned column_block = outer_fastest ? blockIdx.x / unsigned(l.outer) : blockIdx.x - o * column_blocks;
   const int X = blockDim.x;
   // The first output of column c of the block, and where output i of outer index o goes: the
   // split's partial at [split][o][i], or the result.
-  const auto column_output = [&](int c) { return first + (int64_t(blockIdx.x - o * column_blocks) * X + c) * V; };
+  const auto column_output = [&](int c) { return first + (int64_t(column_block) * X + c) * V; };
   const auto out_at = [&](int64_t i) {
     return gridDim.y > 1 ? (int64_t(blockIdx.y) * l.outer + o) * l.inner + i : l.outer_out(o) + l.inner_out(i);
   };
@@ -1883,7 +1888,7 @@ cudaError_t launch_step(const Step& s, const ReduceArgs& a) {
       return launch(row_partials_kernel<R>, static_cast<const Acc*>(partials), int(s.count), l, sink);
     case Kernel::Columns:
       return launch_columns<R>(s, [&](auto kernel) {
-        return launch(kernel, x, l, unsigned(s.column_blocks), s.first, s.end, s.per, sink);
+        return launch(kernel, x, l, unsigned(s.column_blocks), s.first, s.end, s.per, sink, s.flag);
       });
     case Kernel::ColumnPartials:
       return launch(column_partials_kernel<R>, static_cast<const Acc*>(partials), int(s.count), l, sink);
