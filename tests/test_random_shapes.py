@@ -84,12 +84,15 @@ def test_expanded_dims_are_read_through_stride_zero():
 
 
 def test_expanded_dims_are_the_outermost_runs():
-    # nanmean of (3, 1, 80, 40) expanded to 3072 over dim 0: the expanded kept dim is the outer
-    # index (its results 3200 apart), the 3200 contiguous elements the inner run; innermost, it
-    # made neighbouring results read one element and write 3200 apart.
+    # sum of (3, 1, 8, 5) expanded to 1024 over dim 0 (40960 results): the expanded kept dim is
+    # the outer index (its results 40 apart), the 40 contiguous elements the inner run;
+    # innermost, it made neighbouring results read one element and write 40 apart.
+    plan = torch_reduce.explain(torch.empty(3, 1, 8, 5).expand(3, 1024, 8, 5), 0)
+    assert (plan["outer"], plan["in_outer"], plan["out_outer"], plan["distinct"]) == (1024, 0, 40, 0)
+    assert (plan["reduced"], plan["in_reduced"], plan["inner"], plan["in_inner"], plan["out_inner"]) == (3, 40, 40, 1, 1)
+    # From 2^16 results the kernels reduce the 3200 distinct ones, then copy them along dim 1.
     plan = torch_reduce.explain(torch.empty(3, 1, 80, 40).expand(3, 3072, 80, 40), 0)
-    assert (plan["outer"], plan["in_outer"], plan["out_outer"]) == (3072, 0, 3200)
-    assert (plan["reduced"], plan["in_reduced"], plan["inner"], plan["in_inner"], plan["out_inner"]) == (3, 3200, 3200, 1, 1)
+    assert (plan["outer"], plan["reduced"], plan["in_reduced"], plan["inner"], plan["distinct"]) == (1, 3, 3200, 3200, 3200)
 
 
 EXPANDED_OPS = {
@@ -851,8 +854,8 @@ PLAN_CASES = [
 @pytest.mark.parametrize("device", DEVICES)
 def test_kept_expanded_dims_repeat_one_reduction(device):
     # Two kept dims of stride 0 (64 and 128 copies), reduced dims before, between and after them,
-    # keepdim both ways: on CUDA the kernels reduce index 0 of each into a result of the distinct
-    # values, which is then copied along both; every result must still be torch's.
+    # keepdim both ways: the kernels reduce index 0 of each into a result of the distinct values,
+    # which is then copied along both; every result must still be torch's.
     gen, seed = fresh_generator(device)
     x = torch.randn(3, 1, 7, 1, 8, generator=gen, device=device).expand(3, 64, 7, 128, 8)  # 2^16+ results
     for keepdim in (False, True):
@@ -884,9 +887,9 @@ def test_kept_expanded_dims_of_every_element_size(device):
     ops = [("any", torch.bool), ("amax", torch.uint8), ("sum", torch.float16), ("sum", torch.bfloat16),
            ("sum", torch.int32), ("mean", torch.float64), ("sum", torch.int64)]
     for base, expanded, dim in shapes:
-        # explain: the distinct results the kernels reduce before the copy (CUDA only)
+        # explain: the distinct results the kernels reduce before the copy
         distinct = torch_reduce.explain(torch.empty(base, device=device).expand(expanded), dim)["distinct"]
-        assert distinct == (math.prod(base) // base[dim] if device == "cuda" else 0), (expanded, distinct)
+        assert distinct == math.prod(base) // base[dim], (expanded, distinct)
         for op, dtype in ops:
             x = torch.randint(0, 3, base, generator=gen, device=device).to(dtype).expand(expanded)
             got, want = getattr(torch_reduce, op)(x, dim), getattr(torch, op)(x, dim)

@@ -1672,9 +1672,19 @@ void reduce_auto(const In* x, const Layout3& l, const Sink& out) {
   else reduce_columns<In, Mid, Op>(x, l, out);
 }
 
+// Where the kernels write: the result, or the distinct results of kept dims expanded in the
+// input (prepare_reduce), which repeat_distinct then copies along the repeats.
 Sink sink_of(const Prepared& p) {
-  return {p.out.mutable_data_ptr(), p.types.out, p.project,
-          p.out2.defined() ? p.out2.mutable_data_ptr() : nullptr, nullptr};
+  const at::Tensor& out = p.distinct.defined() ? p.distinct : p.out;
+  const at::Tensor& out2 = p.distinct.defined() ? p.distinct2 : p.out2;
+  return {out.mutable_data_ptr(), p.types.out, p.project, out2.defined() ? out2.mutable_data_ptr() : nullptr,
+          nullptr};
+}
+
+void repeat_distinct(const Prepared& p) {
+  if (!p.distinct.defined()) return;
+  p.out.copy_(p.distinct.expand_as(p.out));
+  if (p.out2.defined()) p.out2.copy_(p.distinct2.expand_as(p.out2));
 }
 
 // The CPU's side of the dtype switch (reductions.h): var in double for every input dtype, as
@@ -1697,6 +1707,7 @@ void run_auto(const Prepared& p) {
                                                                  p.layout, sink_of(p));
   });
   TORCH_INTERNAL_ASSERT(found, "no instantiation for ", op_name(p.op), " of ", dtype_name(p.types.in));
+  repeat_distinct(p);
 }
 
 template <class In, class Mid, class Acc>
@@ -1730,6 +1741,7 @@ at::Tensor run_sum_or_mean(const Prepared& p) {
     run_sum<typename T::In, typename T::Mid, typename T::Op::acc_t>(v, p);
   });
   TORCH_INTERNAL_ASSERT(found, "no instantiation for this dtype combination");
+  repeat_distinct(p);
   return p.out;
 }
 
