@@ -470,20 +470,22 @@ void gather_words(const In* x, int64_t m, In* out) {
   out[m - 1] = x[kStride * (m - 1)];
 }
 
-// Whether gather_run reads a stride as words (2, 4 or 8 bytes a word).
-inline bool gathers_words(int64_t stride, size_t bytes) {
-  return (stride == 2 && bytes <= 4) || (stride == 4 && bytes <= 2) || (stride == 8 && bytes == 1);
+// Whether gather_run reads a stride as words: every 2nd, 4th or 8th element, a word of `stride`
+// elements at most 8 bytes.
+constexpr bool gathers_words(int64_t stride, size_t bytes) {
+  return (stride == 2 || stride == 4 || stride == 8) && stride * int64_t(bytes) <= 8;
 }
 
 template <class In>
 void gather_run(const In* x, int64_t m, int64_t stride, In* out) {
-  if constexpr (sizeof(In) <= 4) {
+  // (Each instance only where gathers_words holds for it: no word of more than 8 bytes.)
+  if constexpr (gathers_words(2, sizeof(In))) {
     if (stride == 2) return gather_words<In, 2>(x, m, out);
   }
-  if constexpr (sizeof(In) <= 2) {
+  if constexpr (gathers_words(4, sizeof(In))) {
     if (stride == 4) return gather_words<In, 4>(x, m, out);
   }
-  if constexpr (sizeof(In) == 1) {
+  if constexpr (gathers_words(8, sizeof(In))) {
     if (stride == 8) return gather_words<In, 8>(x, m, out);
   }
   for (int64_t j = 0; j < m; ++j) out[j] = x[j * stride];
@@ -849,7 +851,7 @@ void short_rows(const In* x, const Layout3& l, const Sink& out, const RowBlocks&
             else hi = pick4<ExtremumOf<Op>::max>(hi, v);
           }
           alignas(16) float a_lo[kSide], a_hi[kSide];
-          _mm_store_ps(a_lo, lo);
+          if constexpr (kBoth) _mm_store_ps(a_lo, lo);  // (one-sided: hi alone)
           _mm_store_ps(a_hi, hi);
           for (int64_t j = 0; j < kSide; ++j) {
             if constexpr (kBoth) acc[k + j] = Acc{a_lo[j], a_hi[j]};
