@@ -48,9 +48,9 @@ struct Prepared {
   IndexedLayout indexed;  // the same as plain indexes, for small reductions (layout.h)
   ProjectArgs project;  // what the op's projection reads (reduce_ops.h)
   at::Tensor out2;    // var_mean / std_mean: the mean (same shape and dtype as out)
-  // CUDA auto, kept dims expanded in the input (stride 0): the kernels write the results at
-  // index 0 of each into these (contiguous, size 1 on those dims), and run copies them along
-  // into out and out2 (plan_layout). Undefined otherwise.
+  // auto from 2^16 results, kept dims expanded in the input (stride 0): the kernels write the
+  // results at index 0 of each into these (contiguous, size 1 on those dims), and the device's
+  // run copies them along into out and out2 (plan_layout). Undefined otherwise.
   at::Tensor distinct, distinct2;
 };
 
