@@ -5,7 +5,7 @@
         [--against random_shapes_seedS.json]
 
 The first call (no PLANS.json yet) writes every case's plan under the process's tuning (normally
-the built-in table). A call under another TREDUCE_TUNING line (csrc/core/cuda/plan.h's Tuning) re-plans
+the built-in table). A call under another TREDUCE_TUNING line (csrc/core/cuda/tuning.h's Tuning) re-plans
 every case and times ours alone on the cases whose plan changed, each result checked against
 torch first; with --against (random_shapes.py's JSON of the same seed, device and cases) it prints
 ours / best peer before and after for those cases. Hot (CUDA graph replays) on CUDA, wall time on

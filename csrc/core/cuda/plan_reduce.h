@@ -4,6 +4,7 @@
 #pragma once
 
 #include "plan.h"
+#include "tuning.h"
 
 namespace treduce::cuda {
 namespace planning {

@@ -54,7 +54,6 @@
 // results are the same bits on every call.
 #pragma once
 
-#include "../plan_reduce.h"
 #include "vector.cuh"
 
 namespace treduce::cuda {
@@ -1948,7 +1947,7 @@ Plan plan_of(const ReduceArgs& a) {
   in.address = reinterpret_cast<uintptr_t>(a.in);
   in.ticket = a.ticket != nullptr;
   in.positions_only = a.out == nullptr && a.out2 != nullptr;
-  return plan_reduce(Device{a.sm_count, a.cc_major}, traits_of<R>(), in);
+  return plan_call(Device{a.sm_count, a.cc_major}, traits_of<R>(), in);
 }
 
 // auto for one (In, Mid, Op) on any layout (launch.h's protocol; with `plan`, the plan instead
