@@ -362,6 +362,15 @@ inline __m128 pick4(__m128 e, __m128 v) {
 }
 #endif
 
+// float16 elements in the generic loops: a row's block converted first, then reduced, in two
+// loops. Fused, GCC 12 vectorised neither Lowp<c10::Half>'s branch-free conversion nor the
+// operator when the operator picks (vector_norm's inf and -inf orders: NaN-winning maxima of
+// |x|): scalar code, acc in memory, ~3 ns an element; apart, both loops vectorise (as bfloat16's
+// shift does fused). Inf-norm of (1024, 5120) float16 on 2 threads, ms, over dim 0: 14.4 -> 2.1,
+// dim 1: 8.0 -> 2.7 (torch 7.7-10 and 7.7-8.9).
+template <class In>
+inline constexpr bool kConvertFirst = std::is_same_v<In, c10::Half>;
+
 // Value v at position i of the reduced dim into accumulator a (indexed operators keep i).
 template <class Op, class A, class V>
 A reduce_one(const A& a, V v, int64_t i) {
@@ -571,6 +580,10 @@ typename Op::acc_t chunk_reduce(const In* x, int64_t n, int64_t stride, int64_t 
             typename Op::value_t t[kLanes];
             for (int j = 0; j < kLanes; ++j) t[j] = L::apply(load(r * kLanes + j));
             low[0] = Op::combine(low[0], Op::template reduce_values<kLanes>(t));
+          } else if constexpr (kConvertFirst<In>) {
+            typename Op::value_t t[kLanes];
+            for (int j = 0; j < kLanes; ++j) t[j] = L::apply(load(r * kLanes + j));
+            for (int j = 0; j < kLanes; ++j) low[j] = reduce_one<Op>(low[j], t[j], first + r * kLanes + j);
           } else {
             for (int j = 0; j < kLanes; ++j)
               low[j] = reduce_one<Op>(low[j], L::apply(load(r * kLanes + j)), first + r * kLanes + j);
@@ -1360,7 +1373,13 @@ void generic_column_segment(const In* base, const Layout3& l, int64_t r_begin, i
         for (int64_t b = 0; b < kB; ++b) lo[b] = Op::identity();
         for (int64_t k = 0; k < rows; ++k) {
           const In* row = base + (r1 + k) * l.in_reduced + j;
-          for (int64_t b = 0; b < kB; ++b) lo[b] = reduce_one<Op>(lo[b], L::apply(row[b]), r1 + k);
+          if constexpr (kConvertFirst<In>) {
+            typename Op::value_t v[kB];
+            for (int64_t b = 0; b < kB; ++b) v[b] = L::apply(row[b]);
+            for (int64_t b = 0; b < kB; ++b) lo[b] = reduce_one<Op>(lo[b], v[b], r1 + k);
+          } else {
+            for (int64_t b = 0; b < kB; ++b) lo[b] = reduce_one<Op>(lo[b], L::apply(row[b]), r1 + k);
+          }
         }
         for (int64_t b = 0; b < kB; ++b) acc[j + b] = Op::combine(acc[j + b], lo[b]);
       }
