@@ -324,6 +324,23 @@ struct Squared {
   }
 };
 
+// vector_norm's (ord 1) elements: their magnitudes, the sign bit cleared (a compare and a
+// select took 1-norms of 65536 float32 to 8.7 us on 2 threads, the 2-norm's square 4.9).
+[[gnu::always_inline]] inline vf32 magnitude(vf32 v) {
+  using U = uint32_t __attribute__((vector_size(kBytes)));
+  return (vf32)((U)v & (U{} + 0x7fffffffu));
+}
+[[gnu::always_inline]] inline vf64 magnitude(vf64 v) {
+  using U = uint64_t __attribute__((vector_size(kBytes)));
+  return (vf64)((U)v & (U{} + 0x7fffffffffffffffull));
+}
+template <class L>
+struct Magnitude {
+  using V = typename L::V;
+  using In = typename L::In;
+  [[gnu::always_inline]] static V load(const In* p) { return magnitude(L::load(p)); }
+};
+
 // The two halves of a float vector as double vectors (exact conversions).
 [[gnu::always_inline]] inline void widen(const vf32& s, vf64& lo, vf64& hi) {
 #if TREDUCE_SIMD_AVX2
@@ -1164,7 +1181,7 @@ inline void f16_from_f32(const float* x, int64_t n, uint16_t* out) {
 }
 
 // A type's table: L loads its sums' elements, LE its extrema's (int64 sums wrap in unsigned
-// lanes; its extrema compare signed ones); the sums, nansum, sumsq and exact entries only where
+// lanes; its extrema compare signed ones); the sums, nansum, sumsq, sumabs and exact entries only where
 // given.
 template <class L, class LE, class S, bool kSums, bool kFloat>
 constexpr auto type_kernels(void (*exact)(const typename LE::In*, int64_t, ExactAcc*)) {
@@ -1176,6 +1193,7 @@ constexpr auto type_kernels(void (*exact)(const typename LE::In*, int64_t, Exact
   if constexpr (kFloat) {
     t.nansum = &Cascade<NanAsZero<L>>::template rows<S>;
     t.sumsq = &Cascade<Squared<L>>::template rows<S>;
+    t.sumabs = &Cascade<Magnitude<L>>::template rows<S>;
     t.prod = &Product<L>::template rows<S>;
     t.sum_columns = &sum_columns<L, S>;
     t.nansum_columns = &sum_columns<NanAsZero<L>, S>;
