@@ -441,6 +441,29 @@ def test_maps_and_short_rows_of_every_op_kind(device):
 
 
 @pytest.mark.parametrize("device", DEVICES)
+def test_transposed_short_rows_of_narrow_results(device):
+    # Short rows whose results are transposed against the input through two outer runs: on the
+    # CPU, results of 1 and 2 bytes go as columns along the result's run (reduce_auto), so that
+    # threads do not share the result's cache lines; 4- and 8-byte results stay along the input.
+    # Outer runs of odd lengths (the threads' shares end anywhere), every op kind and bool's
+    # against torch, the results' strides as torch's.
+    gen, seed = fresh_generator(device)
+    for a, b, n in ((96, 256, 3), (37, 130, 7), (5, 3, 16), (131, 67, 2)):
+        base = torch.randn(a, b, n, generator=gen, device=device).mul(20)
+        for dtype in (torch.float16, torch.bfloat16, torch.int8, torch.float32):
+            x = base.to(dtype).transpose(0, 1)
+            where = (a, b, n, dtype, seed)
+            check_op_kinds(x, 2, n, where)
+            for op in ("all", "amin"):
+                got, want = getattr(torch_reduce, op)(x, 2), getattr(torch, op)(x, 2)
+                assert torch.equal(got, want) and got.stride() == want.stride(), (op, where)
+        flags = (base > 0).transpose(0, 1)
+        for op in ("any", "all", "amax", "amin"):
+            got, want = getattr(torch_reduce, op)(flags, 2), getattr(torch, op)(flags, 2)
+            assert torch.equal(got, want) and got.stride() == want.stride(), (op, a, b, n, seed)
+
+
+@pytest.mark.parametrize("device", DEVICES)
 def test_extrema_over_short_rows_of_whole_vectors(device):
     # Rows of up to 32 elements, contiguous or through two outer runs, in every dtype the CPU's
     # vector extrema take: rows of whole 32-byte vectors (and float16 rows from 8) go to the

@@ -80,12 +80,12 @@ struct TypeKernels {
   // Sums of `rows` runs of n elements, the r-th at x + r * ld, into out[r]; one run is rows = 1.
   // Short runs (rows of 128 elements) a call, not a call each: the call and the cascade's outer
   // levels cost as much as reading them. sum: the elements as they are (int64 wraps, as torch's
-  // sum); nansum: NaN as 0; sumsq: squared (vector_norm, ord 2); sumabs below. The same lanes and cascade each;
-  // prod the same lanes, multiplied.
+  // sum); nansum: NaN as 0; sumsq: squared (vector_norm, ord 2); sumabs: magnitudes (ord 1).
+  // The same lanes and cascade each; prod the same lanes, multiplied.
   void (*sum)(const In*, int64_t n, int64_t rows, int64_t ld, S* out);
   void (*nansum)(const In*, int64_t n, int64_t rows, int64_t ld, S* out);
   void (*sumsq)(const In*, int64_t n, int64_t rows, int64_t ld, S* out);
-  void (*sumabs)(const In*, int64_t n, int64_t rows, int64_t ld, S* out);  // |x| (vector_norm, ord 1)
+  void (*sumabs)(const In*, int64_t n, int64_t rows, int64_t ld, S* out);
   void (*prod)(const In*, int64_t n, int64_t rows, int64_t ld, S* out);  // the product (floats)
   // Floating and int64 sums (nansum, floats: NaN as 0) of `width` adjacent columns over `rows`
   // rows, row r at x + r * ld, into out[0, width): each column's rows in groups of 16 added into a first level,

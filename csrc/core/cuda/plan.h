@@ -1,9 +1,10 @@
 // How `auto` reduces a layout on a CUDA device, as a plain value: the kernels to launch, one
 // after another, each with its grid, block, parameters and the workspace it reads or writes
-// (Plan). plan_reduce() (plan_reduce.h) works it out from the device (Device), the operator and dtypes
-// (OpTraits), the tuning table of the architecture (Tuning, tuning.h) and the folded layout
-// (layout.h); kernels/dims.cuh launches what it says, planned through plan_call (below). No CUDA and no torch here: the C++ test program and
-// torch_reduce.explain() ask for plans on any machine. Nothing is timed while planning, so a
+// (Plan). plan_reduce() (plan_reduce.h) works it out from the device (Device), the operator and
+// dtypes (OpTraits), the tuning table of the architecture (Tuning, tuning.h) and the folded
+// layout (layout.h); kernels/dims.cuh launches what it says, planned through plan_call (below).
+// No CUDA and no torch here: the C++ test program and torch_reduce.explain() ask for plans on
+// any machine. Nothing is timed while planning, so a
 // layout gets the same plan, and its results the same bits, on every call.
 #pragma once
 
