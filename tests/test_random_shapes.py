@@ -126,7 +126,10 @@ def call_expanded(ns, op: str, x: torch.Tensor, dim):
 
 # Maps (a reduced dim of one element) whose results are transposed against the input: on the
 # CPU along the result's contiguous run where that is longer than the input's inner run
-# (reduce_map), else along inner; every op kind, against torch (values, dtype, strides).
+# (reduce_map), else along inner; on CUDA, from a block a multiprocessor of 4096-element tiles,
+# for accumulators of 8 bytes or more, transpose_map_kernel (the last eight: inner runs of 33 to
+# 1100, partial tiles both ways, two outer runs, every element size); every op kind, against
+# torch (values, dtype, strides).
 MAP_CASES = [
     random_shapes.Case("any", [112, 1517, 1, 3], "transpose", [0, 3], 2, "float32"),
     random_shapes.Case("amax", [8, 1000, 1, 5], "transpose", [0, 3], 2, "float32"),
@@ -136,14 +139,24 @@ MAP_CASES = [
     random_shapes.Case("prod", [20, 50, 1, 3], "permute", [3, 1, 2, 0], 2, "int32"),
     random_shapes.Case("mean", [3, 40, 1, 30], "transpose", [0, 3], 2, "float64"),  # the result's run shorter: inner
     random_shapes.Case("sum", [300, 7, 1, 2], "permute", [3, 1, 2, 0], -2, "uint8"),
+    random_shapes.Case("all", [1, 40, 331, 64], "permute", [3, 2, 1, 0], 3, "bfloat16"),
+    random_shapes.Case("amin", [1, 64, 20011], "permute", [2, 0, 1], 1, "int64"),
+    random_shapes.Case("var", [9000, 1, 100], "transpose", [0, 2], 1, "bfloat16"),
+    random_shapes.Case("max", [9000, 1, 40], "transpose", [0, 2], 1, "int16"),
+    random_shapes.Case("sum", [3000, 1, 200], "transpose", [0, 2], 1, "uint8"),
+    random_shapes.Case("count_nonzero", [600, 1, 1100], "transpose", [0, 2], 1, "float16"),
+    random_shapes.Case("logsumexp", [9000, 1, 33], "transpose", [0, 2], 1, "float32"),
+    random_shapes.Case("std_mean", [2, 9000, 1, 40], "transpose", [1, 3], 2, "float64"),
 ]
 
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_maps_of_transposed_results_against_torch(device):
     gen, seed = fresh_generator(device)
-    for case in MAP_CASES:
+    for i, case in enumerate(MAP_CASES):
         x = random_shapes.make_input(case, device, gen)
+        if device == "cuda" and i >= 8:
+            assert kernels(torch_reduce.explain(x, case.dim, case.op)) == ["transpose_map_kernel"], case.label()
         _, ours = random_shapes.calls(case)
         problem = random_shapes.check(case, x, ours(x), random_shapes.reference(case, x))
         assert problem is None, (case.label(), problem, seed)
@@ -267,7 +280,10 @@ def test_transposed_short_reductions_of_short_inner_runs():
                 x = torch.randn(704, reduced, 97, inner, generator=gen, device="cuda").mul(20).to(dtype).transpose(2, 3)
                 where = (inner, reduced, dtype, seed)
                 if inner >= 8:
-                    assert kernels(torch_reduce.explain(x, 1)) == ["transpose_tile_kernel"], where
+                    # (maps of 8-byte accumulators: int8's int64 sum, float64's)
+                    wide = dtype in (torch.int8, torch.float64)
+                    kernel = "transpose_map_kernel" if reduced == 1 and wide else "transpose_tile_kernel"
+                    assert kernels(torch_reduce.explain(x, 1)) == [kernel], where
                 got = torch_reduce.sum(x, 1)
                 if dtype.is_floating_point:
                     want = x.double().sum(1)
@@ -593,19 +609,22 @@ def test_integer_column_sums_at_the_extremes(device):
 
 @cuda_only
 def test_tiles_along_inner_under_short_result_runs():
-    # Short reductions over a strided dim whose result's contiguous run is short (8 to 31) while
-    # the inner run is contiguous: tile_kernel's lanes along the inner run, each result stored a
-    # result's run apart (plan_reduce.h's tiles, Tuning::tiles_short_result_run). Inner runs off
-    # the lanes' multiples; every op kind against torch (integers, extrema and positions exact,
-    # ties among int16's values; float sums and var against float64).
+    # Short reductions over a strided dim whose result's contiguous run is short (8 to 31), or
+    # whose neighbouring results are a sector apart or more in the input (the last two: runs of
+    # 300 and 40, 256 and 1000 elements apart), while the inner run is contiguous: tile_kernel's
+    # lanes along the inner run, each result stored a result's run apart (plan_reduce.h's tiles,
+    # Tuning::tiles_short_result_run, tiles_far_outer_bytes). Inner runs off the lanes'
+    # multiples; every op kind against torch (integers, extrema and positions exact, ties among
+    # int16's values; float sums and var against float64).
     gen, seed = fresh_generator("cuda")
-    for sizes in ((7, 12, 3001), (5, 20, 1000), (3, 31, 4096), (9, 8, 20000)):
+    for sizes in ((7, 12, 3001), (5, 20, 1000), (3, 31, 4096), (9, 8, 20000), (5, 300, 256), (3, 40, 1000)):
         base = torch.randn(sizes, generator=gen, device="cuda").mul(20)
         for dtype in (torch.float32, torch.bfloat16, torch.int16):
             x = base.to(dtype).transpose(2, 1)
             where = (sizes, dtype, seed)
             steps = torch_reduce.explain(x, 0, "amax")["plan"]["steps"]
-            assert [s["kernel"] for s in steps] == ["tile_kernel"] and not steps[0].get("a_is_outer"), (where, steps)
+            if sizes[1] < 32 or dtype != torch.float32:  # (float32's far ones: transpose tiles, V = 1)
+                assert [s["kernel"] for s in steps] == ["tile_kernel"] and not steps[0].get("a_is_outer"), (where, steps)
             check_op_kinds(x, 0, sizes[0], where, equal_nan=True)
 
 

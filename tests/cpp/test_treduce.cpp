@@ -338,8 +338,18 @@ void check_plans() {
   expect(kernels(p) == "tile_kernel" && !p.step[0].a_is_outer && p.step[0].a_bits == 5,
          "plan: short result runs, lanes along the contiguous inner run: " + plan_json(p));
   Tuning along_result;
-  along_result.tiles_short_result_run = 1;
+  along_result.tiles_short_result_run = 1, along_result.tiles_far_outer_bytes = int64_t(1) << 40;
   p = plan_reduce(h100, bf16_max, plan_input({7, 151936, 12}, {12 * 151936, 1, 151936}, {0}), along_result);
+  expect(kernels(p) == "tile_kernel" && p.step[0].a_is_outer, "plan: ... along the result without: " + plan_json(p));
+  // ... and where neighbouring outer indexes are a sector apart or more in the input
+  // (Tuning::tiles_far_outer_bytes), however long the result's run: amax over dim 0 of (7, 4,
+  // 256, 224).transpose(3, 1) float16, the result's run 1024 long, its indexes 57344 elements
+  // apart.
+  const PlanInput far_outer = plan_input({7, 224, 256, 4}, {229376, 1, 224, 57344}, {0});
+  p = plan_reduce(h100, bf16_max, far_outer);
+  expect(kernels(p) == "tile_kernel" && !p.step[0].a_is_outer && p.step[0].a_bits == 5,
+         "plan: outer indexes far apart, lanes along the contiguous inner run: " + plan_json(p));
+  p = plan_reduce(h100, bf16_max, far_outer, along_result);
   expect(kernels(p) == "tile_kernel" && p.step[0].a_is_outer, "plan: ... along the result without: " + plan_json(p));
   OpTraits i8_min;
   // argmax over every dim of a transposed (3, 96, 16) int8: the runs in logical order (there
@@ -648,6 +658,29 @@ void check_plans() {
          "plan: 1-byte transposed, inner 32: transpose tiles 8 lanes wide: " + plan_json(p));
   p = plan_reduce(h100, u8_min, plan_input({64, 4096, 13, 2}, {1, 832, 64, 3407872}, {3}));
   expect(kernels(p) == "transpose_tile_kernel" && p.step[0].team == 4, "plan: ... inner 64: 16 lanes: " + plan_json(p));
+  // Transposed maps (a reduced dim of one) of accumulators of 8 bytes or more
+  // (Tuning::transpose_map_least_acc_bytes): the input's elements through shared memory, tiles
+  // of 4096 of them, 64 along inner for inner runs of 64 or more and the fewest of 8 to 64 that
+  // cover shorter ones (all over the size-1 dim of (1, 80, 11008, 64).permute(3, 2, 1, 0)
+  // bfloat16, an int64 count: 880640 outer indexes in tiles of 64; a uint8 sum into int64 over
+  // inner runs of 8 of (704, 1, 97, 8).transpose(2, 3), tiles 512 tall); under a block a
+  // multiprocessor (Tuning::transpose_map_least_blocks_percent) or for narrower accumulators
+  // (float32 amin of (1, 64, 32064).permute(2, 0, 1)), the transpose tiles.
+  OpTraits bf16_all, u8_sum, f32_amin;
+  bf16_all.in_bytes = 2, bf16_all.acc_bytes = 8;
+  u8_sum.in_bytes = 1, u8_sum.acc_bytes = 8;
+  f32_amin.in_bytes = 4, f32_amin.acc_bytes = 4;
+  p = plan_reduce(h100, bf16_all, plan_input({64, 11008, 80, 1}, {1, 64, 704512, 704512}, {3}));
+  expect(kernels(p) == "transpose_map_kernel" && p.step[0].team == 6 && p.step[0].inner_tiles == 1 &&
+             p.step[0].grid[0] == 880640 / 64 && p.step[0].layout.outer == 880640,
+         "plan: a transposed map is transpose_map_kernel, tiles 64 wide: " + plan_json(p));
+  p = plan_reduce(h100, u8_sum, plan_input({704, 1, 8, 97}, {776, 776, 1, 8}, {1}));
+  expect(kernels(p) == "transpose_map_kernel" && p.step[0].team == 3 && p.step[0].grid[0] == ceil_div(int64_t(704) * 97, int64_t(512)),
+         "plan: ... inner runs of 8: tiles 8 wide, 512 tall: " + plan_json(p));
+  p = plan_reduce(h100, u8_sum, plan_input({400, 1, 8, 100}, {800, 800, 1, 8}, {1}));
+  expect(kernels(p) == "transpose_tile_kernel", "plan: ... 79 tiles: transpose tiles: " + plan_json(p));
+  p = plan_reduce(h100, f32_amin, plan_input({32064, 1, 64}, {1, 2052096, 32064}, {1}));
+  expect(kernels(p) == "transpose_tile_kernel", "plan: ... 4-byte accumulators: transpose tiles: " + plan_json(p));
   // Several reduced runs whose contiguous one is not the longest: that one first, as rows, then
   // each result's partials (Tuning::combine_rows_least_bytes, combine_rows_most). A full sum of
   // (16, 128, 1000)[:, ::2]: 1024 rows of 1000, then 1024 partials (columns of 1000 split 32

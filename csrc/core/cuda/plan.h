@@ -63,6 +63,9 @@ inline constexpr int kTransposeRows = 4;  // rows (outer indexes) a thread
 // transpose_tile_kernel's lanes along inner: 4 to 32 (2^2 to 2^5), the fewest whose kV elements
 // each cover the inner run; its tiles are 256 / L * kTransposeRows outer indexes tall.
 inline constexpr int kTransposeLeastLaneBits = 2, kTransposeMostLaneBits = 5;
+// transpose_map_kernel: tiles of 2^12 elements, 8 to 64 (2^3 to 2^6) of them along inner.
+inline constexpr int kTransposeMapTileBits = 12, kTransposeMapTile = 1 << kTransposeMapTileBits;
+inline constexpr int kTransposeMapLeastInnerBits = 3, kTransposeMapMostInnerBits = 6;
 inline constexpr int kMapBlock = 256;
 inline constexpr int kMapLoads = 8;
 inline constexpr int kSlabBlock = 256;
@@ -179,6 +182,7 @@ enum class Kernel : uint8_t {
   ShortRows,       // short_rows_kernel<reduced>: dense short rows, a vector's worth of rows a thread
   BlockPartials,   // block_partials_kernel: the partials of each of a few outputs, a block each
   ShortColumns,    // short_columns_kernel: short columns of whole vectors, 1, 2 or 4 vectors of results a thread
+  TransposeMap,    // transpose_map_kernel: a map whose results are transposed against the input
 };
 
 inline const char* kernel_name(Kernel k) {
@@ -188,7 +192,7 @@ inline const char* kernel_name(Kernel k) {
       "two_vector_rows_kernel", "row_segments_kernel", "row_segments_ticket_kernel",
       "row_partials_kernel", "columns_kernel", "column_partials_kernel", "tile_kernel",
       "transpose_tile_kernel", "slab_kernel", "small_warp_kernel", "short_rows_kernel",
-      "block_partials_kernel", "short_columns_kernel"};
+      "block_partials_kernel", "short_columns_kernel", "transpose_map_kernel"};
   return names[int(k)];
 }
 
@@ -242,7 +246,8 @@ struct Step {
   // The kernel's own parameters (0 where it takes none):
   int team = 0, loads = 0;          // Rows: team; WholeRows: lanes, loads a row; Tiles, Small: the instance;
                                     // ShortColumns: pieces a thread;
-                                    // TransposeTiles: log2 of the lanes along inner
+                                    // TransposeTiles: log2 of the lanes along inner;
+                                    // TransposeMap: log2 of the tile's width along inner
   int V = 0, U = 0;                 // Columns: outputs a thread, loads in flight; TransposeTiles: elements
                                     // a lane, reduced rows loaded at once
   int64_t count = 0;                // segments, splits or partials an output (and blocks, VectorCombine)
@@ -252,7 +257,7 @@ struct Step {
   bool a_is_outer = false;
   bool flag = false;                // RowSegments: whole vectors; TransposeTiles: words; Small: vectors;
                                     // Columns: outer indexes first in the grid
-  int64_t inner_tiles = 0;          // TransposeTiles
+  int64_t inner_tiles = 0;          // TransposeTiles, TransposeMap
   SlabShape slabs{};
   SmallIndex small{};
   VecSplit split{};                 // VectorBlock, VectorWarp, VectorGrid

@@ -495,7 +495,24 @@ class Planner {
   // run, a tile of each at least: transpose_tile_kernel, whole words of V elements where every
   // row's start is aligned to them.
   int64_t tiles(const Layout3& l, int64_t to) {
-    if (transposable(l, k_.transpose_least_inner, k_.transpose_least_outer)) {
+    const bool transposed = transposable(l, k_.transpose_least_inner, k_.transpose_least_outer);
+    // Transposed maps: the input's elements through shared memory, each made its result at the
+    // store (transpose_map_kernel), from Tuning::transpose_map_least_blocks_percent of a block a
+    // multiprocessor, for accumulators of Tuning::transpose_map_least_acc_bytes or more.
+    if (transposed && l.reduced == 1 && l.in_inner == 1 && l.inner_runs.runs <= 1 &&
+        t_.acc_bytes >= k_.transpose_map_least_acc_bytes) {
+      int ti_bits = kTransposeMapLeastInnerBits;
+      while (ti_bits < kTransposeMapMostInnerBits && (int64_t(1) << ti_bits) < l.inner) ++ti_bits;
+      const int64_t inner_tiles = ceil_div(l.inner, int64_t(1) << ti_bits);
+      const int64_t blocks = inner_tiles * ceil_div(l.outer, int64_t(kTransposeMapTile) >> ti_bits);
+      if (blocks <= kMaxGridX && blocks * 100 >= d_.sm_count * k_.transpose_map_least_blocks_percent) {
+        Step& s = p_.add(Kernel::TransposeMap);
+        s.grid[0] = blocks, s.block[0] = kTileBlock, s.dependent = true, s.layout = l, s.to = to;
+        s.inner_tiles = inner_tiles, s.team = ti_bits;
+        return 0;
+      }
+    }
+    if (transposed) {
       const int64_t V = transpose_vector(t_.in_bytes, t_.acc_bytes);
       int lane_bits = kTransposeLeastLaneBits;
       while (lane_bits < kTransposeMostLaneBits && (V << lane_bits) < l.inner) ++lane_bits;
@@ -524,7 +541,11 @@ class Planner {
     // then lanes along inner read whole sectors, and the stores, a result's run apart, meet in L2
     // (lanes along a result run of 12 read a sector for 4 bytes: max over dim 0 of (7, 12,
     // 151936).transpose(2, 1) bfloat16 29.5 -> 16.2 us in CUDA graphs, torch.compile 16.1; H100).
-    const bool short_run = l.in_inner == 1 && l.in_reduced != 1 && l.outer < k_.tiles_short_result_run && l.inner >= 32;
+    // So also where neighbouring outer indexes are Tuning::tiles_far_outer_bytes apart in the
+    // input or more: lanes along them read a sector an element.
+    const bool along_inner = l.in_inner == 1 && l.in_reduced != 1 && l.inner >= 32;
+    const bool far_outer = l.outer > 1 && std::abs(l.outer_in(1) - l.outer_in(0)) * t_.in_bytes >= k_.tiles_far_outer_bytes;
+    const bool short_run = along_inner && (l.outer < k_.tiles_short_result_run || far_outer);
     const bool a_is_outer = l.inner == 1 || (tiles_transposed(l) && !short_run);
     const int64_t nA = a_is_outer ? l.outer : l.inner, nB = a_is_outer ? l.inner : l.outer;
     // The instance unrolled for the fewest of 4, 8, 16 elements an output, with 4, 2 or 1

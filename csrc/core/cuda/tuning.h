@@ -169,6 +169,20 @@ struct Tuning {
   // amax over dim -1 of (80, 8, 17, 196).transpose(1, 3) uint8 6.26 -> 11.13 (4.02).
   int64_t transpose_least_blocks_percent = 20;
   int64_t transpose_vector_least_blocks_percent = 100;  // ... and for lanes of vectors (V > 1)
+  // Transposed maps (one element a result) go to transpose_map_kernel from this many percent of
+  // a block a multiprocessor (its tiles of 4096 elements; below, the transpose tiles' smaller
+  // ones). First value, a block a multiprocessor: not yet measured below it.
+  int64_t transpose_map_least_blocks_percent = 100;
+  // ... for accumulators this wide or wider, which the transpose tiles hold in registers and
+  // shared memory: H100, hot, us, transpose tiles -> transpose_map_kernel (torch.compile): all
+  // over the size-1 dim of (1, 80, 11008, 64).permute(3, 2, 1, 0) bfloat16 (an int64 count) 279
+  // -> 156 (68.4); int16 sum into int64 of (1, 31, 1024, 3072).permute(3, 2, 0, 1) 473 -> 382
+  // (374); count_nonzero of (1, 512, 8192).permute(2, 0, 1) uint8 19.3 -> 14.1 (10.5); max with
+  // positions of (1, 4096, 4096).permute(2, 0, 1) int64 147 -> 143 (136). Not narrower ones:
+  // amin of (1, 64, 32064).permute(2, 0, 1) float32 9.5 -> 11.3 (3.5), bfloat16 sum of (32064,
+  // 1, 128, 28).transpose(3, 2) 425 -> 476 (152); float32 amax of (3, 1, 2048,
+  // 4096).transpose(2, 3) 110 -> 101 (70.7).
+  int64_t transpose_map_least_acc_bytes = 8;
   // Narrow columns (inner * in_bytes up to this; 1: none) that are not dense, of more rows than
   // kTileReduced: a strided row a result (plan_reduce.h's layout), not the columns kernel.
   int64_t columns_as_rows_most_bytes = 32;
@@ -197,6 +211,10 @@ struct Tuning {
   // tile_kernel's lanes along the inner run, not the result's, where the result's run is shorter
   // than this, the inner run contiguous and the reduced one not (plan_reduce.h's tiles; 1: never).
   int64_t tiles_short_result_run = 32;
+  // ... and where neighbouring outer indexes are this many bytes apart in the input or more (a
+  // sector a lane along them). First value, a sector: amax over dim 0 of (7, 4, 256,
+  // 224).transpose(3, 1) float16 read 2 bytes a sector, 7.1 us against torch.compile's 2.9 (H100).
+  int64_t tiles_far_outer_bytes = 32;
   // Short columns of whole pieces narrower than this take short_columns_kernel (plan_reduce.h's
   // short_columns): any width. In CUDA graphs, H200, us, slabs or columns -> short columns
   // (torch.compile), the same library both ways: mean over dim -2 of (49152, 2, 16) float16 6.00
@@ -302,11 +320,14 @@ inline constexpr TuningField kTuningFields[] = {
     {"transpose_least_outer", &Tuning::transpose_least_outer},
     {"transpose_least_blocks_percent", &Tuning::transpose_least_blocks_percent},
     {"transpose_vector_least_blocks_percent", &Tuning::transpose_vector_least_blocks_percent},
+    {"transpose_map_least_blocks_percent", &Tuning::transpose_map_least_blocks_percent},
+    {"transpose_map_least_acc_bytes", &Tuning::transpose_map_least_acc_bytes},
     {"columns_as_rows_most_bytes", &Tuning::columns_as_rows_most_bytes},
     {"transpose_rows_at_once_most_percent", &Tuning::transpose_rows_at_once_most_percent},
     {"tile_words_least_bytes", &Tuning::tile_words_least_bytes},
     {"columns_outer_first_bytes", &Tuning::columns_outer_first_bytes},
     {"tiles_short_result_run", &Tuning::tiles_short_result_run},
+    {"tiles_far_outer_bytes", &Tuning::tiles_far_outer_bytes},
     {"short_columns_inner_bytes", &Tuning::short_columns_inner_bytes},
     {"short_columns_loads", &Tuning::short_columns_loads},
     {"short_columns_blocks_per_sm", &Tuning::short_columns_blocks_per_sm},

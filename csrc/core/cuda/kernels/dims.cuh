@@ -13,10 +13,11 @@
 //  - full reduction of a contiguous run: the vector kernel (vector.cuh);
 //  - maps (one element a result) whose input and result run together along inner: several
 //    elements a thread (map_kernel);
-//  - short reductions and maps whose results are transposed against the input (the inner run
+//  - short reductions whose results are transposed against the input (the inner run
 //    contiguous, Tuning::transpose_least_inner long at least): tiles of 4 to 32 lanes along inner,
 //    as many as cover the run, reduced into shared memory and stored with the lanes along outer
-//    (transpose_tile_kernel);
+//    (transpose_tile_kernel); maps so transposed, of accumulators of 8 bytes or more, the
+//    elements themselves through shared memory in tiles of 4096 (transpose_map_kernel);
 //  - several reduced runs (Layout3::combine): one pass over the longest run (for few results, the
 //    contiguous one where it is long enough: rows) into partials, then a second kernel combines
 //    each result's partials, a block each for a few results (Planner::combined); also a few results
@@ -1313,6 +1314,63 @@ transpose_tile_kernel(const typename R::In* x, Layout3 l, int64_t inner_tiles, b
   }
 }
 
+// Maps (one element a result) whose results are transposed against the input, the input's inner
+// run contiguous: a block moves a tile of TI inner x TO outer elements (TI = 2^ti_bits, 8 to 64,
+// the fewest that cover the inner run; TI * TO = kTransposeMapTile) through shared memory in the
+// input's type, loaded with lanes along inner and stored with lanes along outer (the result's
+// run), kTransposeMapTile / kTileBlock elements a thread each way, all loads issued first. The
+// element becomes its result only at the store. transpose_tile_kernel took these as reductions
+// of one row: its accumulators (an int64 count for any and all) in registers and shared memory,
+// 98 registers and 38.9 KB a block, 25% occupancy: all over the size-1 dim of (1, 80, 11008,
+// 64).permute(3, 2, 1, 0) bfloat16 276 us, torch.compile 67.5 (H100, hot; ncu 15% of DRAM).
+// Rows of the tile are TI + kPad elements apart, kPad making the pitch an odd number of 4-byte
+// words (1- and 2-byte inputs) or of elements: the stores' lanes, a row apart, read different
+// banks.
+template <class R>
+__global__ void __launch_bounds__(kTileBlock)
+transpose_map_kernel(const typename R::In* x, Layout3 l, int64_t inner_tiles, int ti_bits, Sink out) {
+  using Op = typename R::Op;
+  using In = typename R::In;
+  constexpr int kPer = kTransposeMapTile / kTileBlock;
+  constexpr int kPad = sizeof(In) >= 4 ? 1 : 4 / int(sizeof(In));
+  constexpr int kMostRows = kTransposeMapTile >> kTransposeMapLeastInnerBits;
+  __shared__ alignas(16) In tile[kTransposeMapTile + kMostRows * kPad];
+  __shared__ int64_t in_at[kMostRows], out_at[kMostRows];
+  const int to_bits = kTransposeMapTileBits - ti_bits, TO = 1 << to_bits, pitch = (1 << ti_bits) + kPad;
+  const int64_t i0 = int64_t(blockIdx.x % inner_tiles) << ti_bits, o0 = int64_t(blockIdx.x / inner_tiles) << to_bits;
+  for (int r = int(threadIdx.x); r < TO; r += kTileBlock) {  // before the wait: the layout only
+    const int64_t o = o0 + r;
+    in_at[r] = o < l.outer ? l.outer_in(o) + i0 : 0;
+    out_at[r] = o < l.outer ? l.outer_out(o) : 0;
+  }
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  cudaGridDependencySynchronize();
+  cudaTriggerProgrammaticLaunchCompletion();
+#endif
+  __syncthreads();
+  In e[kPer];
+#pragma unroll
+  for (int k = 0; k < kPer; ++k) {
+    const int f = int(threadIdx.x) + k * kTileBlock, i = f & ((1 << ti_bits) - 1), r = f >> ti_bits;
+    e[k] = o0 + r < l.outer && i0 + i < l.inner ? x[in_at[r] + i] : In();
+  }
+#pragma unroll
+  for (int k = 0; k < kPer; ++k) {
+    const int f = int(threadIdx.x) + k * kTileBlock;
+    tile[(f >> ti_bits) * pitch + (f & ((1 << ti_bits) - 1))] = e[k];
+  }
+  __syncthreads();
+#pragma unroll
+  for (int k = 0; k < kPer; ++k) {
+    const int f = int(threadIdx.x) + k * kTileBlock, r = f & (TO - 1), c = f >> to_bits;
+    if (o0 + r < l.outer && i0 + c < l.inner) {
+      typename R::Acc acc = Op::identity();
+      element_into<R>(acc, tile[r * pitch + c], 0);
+      store_acc<Op, In>(out, out_at[r] + (i0 + c) * l.out_inner, acc);
+    }
+  }
+}
+
 // Positions of argmax and argmin over one element: zeros, two a thread. A kernel rather than
 // cudaMemsetAsync, whose node in a CUDA graph took 1.17 us against torch.compile's fill kernel's
 // 0.70 (argmax over dim -2 of (1, 80) uint8, H200). The stores wait for the previous kernel: the
@@ -1907,6 +1965,8 @@ cudaError_t launch_step(const Step& s, const ReduceArgs& a) {
       }
       if (s.U != 1) return cudaErrorInvalidValue;
       return launch(transpose_tile_kernel<R, 1>, x, l, s.inner_tiles, s.flag, s.team, sink);
+    case Kernel::TransposeMap:
+      return launch(transpose_map_kernel<R>, x, l, s.inner_tiles, s.team, sink);
     case Kernel::Slabs:
       return launch(slab_kernel<R>, x, l, s.slabs, sink);
     case Kernel::ShortColumns:
