@@ -860,6 +860,43 @@ __device__ __forceinline__ int32_t small_offset(const SmallRun* r, int runs, int
   return offset + int32_t(n) * r[0].in;
 }
 
+// small_kernel's two passes of Welford's over a result held in its team's registers (team <= 32
+// lanes, each lane's elements one group). values(f) calls f(value, first, valid) for each of the
+// lane's values in order (first: the lane's first slot, the result's first element on lane 0;
+// valid: an element of the result, not a slot past its end). The team's sums are butterflies:
+// every lane of the team gets the same bits.
+template <class R, class Values>
+__device__ __forceinline__ void small_row_passes(const Sink& out, int32_t k, bool live, int32_t lane, int32_t team,
+                                                 int32_t count, Values values) {
+  using Op = typename R::Op;
+  using A = typename R::Value;
+  const auto team_total = [&](A v) {
+    for (int offset = team / 2; offset > 0; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
+    return v;
+  };
+  A first = A(0);
+  values([&](A w, bool is_first, bool) {
+    if (is_first) first = w;
+  });
+  const A pivot = __shfl_sync(0xffffffffu, first, 0, team);
+  const A n = A(count);
+  A s = A(0);
+  values([&](A w, bool, bool valid) {
+    if (valid) s += w - pivot;
+  });
+  const A mean = Op::row_mean(pivot, team_total(s), n);
+  A d1 = A(0), d2 = A(0);
+  values([&](A w, bool, bool valid) {
+    if (valid) {
+      const A d = w - mean;
+      d1 += d;
+      d2 += d * d;
+    }
+  });
+  const auto acc = Op::from_deviations(mean, team_total(d1), team_total(d2), n);
+  if (live && lane == 0) store_acc<Op, typename R::In>(out, k, acc);
+}
+
 // Each thread's result, first element and step between loads (one reduced run) are worked out
 // from the parameters before the kernel waits for the one before it (programmatic dependence), so
 // that arithmetic overlaps the previous kernel instead of following it (ncu: ~240 instructions a
@@ -893,6 +930,46 @@ small_kernel(Sink out, const typename R::In* x, int team_bits, bool vectors, Sma
   cudaTriggerProgrammaticLaunchCompletion();
   cudaGridDependencySynchronize();
 #endif
+  if constexpr (HasRowPasses<Op>::value) {
+    // Each lane's elements one group (a result in a team's registers, the team a warp's part):
+    // Welford's as two passes over them, as whole_rows_kernel's rows (VarOp::row_mean,
+    // from_deviations; the pivot the result's first element), three sums over the team instead
+    // of a division an element and a Welford combine at each of the team's levels.
+    const int32_t units = vectors ? count / kPer : count;
+    if (team <= 32 && count > 0 && units <= team * kLoads) {
+      if (vectors) {
+        uint4 r[kLoads];
+#pragma unroll
+        for (int u = 0; u < kLoads; ++u) {
+          const int32_t v = lane + u * team;
+          const In* at = l.reduced_runs <= 1 ? first + u * step : base + small_offset(l.reduced, l.reduced_runs, v * kPer);
+          r[u] = live && v < units ? __ldg(reinterpret_cast<const uint4*>(at)) : uint4{};
+        }
+        small_row_passes<R>(out, k, live, lane, team, count, [&](auto f) {
+#pragma unroll
+          for (int u = 0; u < kLoads; ++u) {
+            typename R::Value w[kPer];
+            convert_vector<In, typename R::Mid>(r[u], w);
+#pragma unroll
+            for (int j = 0; j < kPer; ++j) f(w[j], u == 0 && j == 0, lane + u * team < units);
+          }
+        });
+      } else {
+        In e[kLoads];
+#pragma unroll
+        for (int u = 0; u < kLoads; ++u) {
+          const int32_t i = lane + u * team;
+          const In* at = l.reduced_runs <= 1 ? first + u * step : base + small_offset(l.reduced, l.reduced_runs, i);
+          e[u] = live && i < count ? *at : In();
+        }
+        small_row_passes<R>(out, k, live, lane, team, count, [&](auto f) {
+#pragma unroll
+          for (int u = 0; u < kLoads; ++u) f(R::value(e[u]), u == 0, lane + u * team < count);
+        });
+      }
+      return;
+    }
+  }
   auto acc = Op::identity();
   // A group of kLoads elements j, j + team, ... (at(u, i): the group's element u, i = j + u *
   // team), all loaded before any is used; i is also the position indexed operators keep.
