@@ -257,15 +257,21 @@ def test_narrow_column_sums_in_the_cascade_order(dtype):
             assert torch.equal(got, want), f"nansum {what} {outer}x{rows}x{width} seed {seed}"
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float64, torch.int16], ids=str)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16, torch.float64, torch.int16, torch.int64],
+                         ids=str)
 def test_strided_columns(dtype):
     """Columns whose outputs are 2 to 4 elements apart (a slice ::k of the last dim), read as the
-    dense run that holds them: sums bit for bit as the cascade adds them, amax, amin and int
-    results equal to torch's. The elements between the outputs hold NaN and infinities, which
-    must not reach any result; widths around the blocks of accumulators (32 float32 lanes), rows
-    around the groups of 16 and past a segment of 256."""
+    dense run that holds them (sums, nansums and products through sum_simd's columns kernel, other
+    operators through blocks of the run, float16's converted a block at a time): sums and nansums
+    bit for bit as the cascade adds them, products and 2-norms against float64, amax, amin and
+    int results equal to torch's. The elements between the outputs hold NaN and infinities, which
+    must not reach any result; widths around the blocks of accumulators (32 float32 lanes) and
+    under one, rows around the groups of 16 and past a segment of 256."""
     gen, seed = fresh_generator("cpu")
-    for rows, width, k in ((3, 2, 2), (16, 17, 3), (17, 33, 2), (40, 45, 4), (257, 171, 3), (5, 2, 3), (2, 700, 4)):
+    rtol = {torch.float64: 1e-12, torch.float32: 1e-5}.get(dtype, 4e-3)
+    for rows, width, k in ((3, 2, 2), (16, 17, 3), (17, 33, 2), (40, 45, 4), (257, 171, 3), (5, 2, 3), (2, 700, 4),
+                           (272, 10, 3), (265, 5, 4)):
+        where = f"{rows}x{width}::{k} seed {seed}"
         if dtype.is_floating_point:
             full = torch.randn(rows, width * k, generator=gen).to(dtype)
             full[:, 1::k] = float("nan")
@@ -275,17 +281,26 @@ def test_strided_columns(dtype):
         x = full[:, ::k]
         got = torch_reduce.sum(x, 0)
         if dtype.is_floating_point:
-            assert torch.equal(got, _cascade_columns(x, False).to(dtype)), f"sum {rows}x{width}::{k} seed {seed}"
+            assert torch.equal(got, _cascade_columns(x, False).to(dtype)), f"sum {where}"
             # The whole sum (the strided columns' partials, then their combine) against float64.
             torch.testing.assert_close(torch_reduce.sum(x).double(), x.double().sum(), rtol=1e-2, atol=1e-2,
-                                       msg=lambda m: f"full sum {rows}x{width}::{k} seed {seed}: {m}")
+                                       msg=lambda m: f"full sum {where}: {m}")
+            with_nan = full.clone()
+            y = with_nan[:, ::k]
+            y[torch.rand(y.shape, generator=gen) < 0.2] = float("nan")
+            assert torch.equal(torch_reduce.nansum(y, 0), _cascade_columns(y, True).to(dtype)), f"nansum {where}"
+            near_one = 1 + full * 0.01  # NaN and infinities stay between the outputs
+            torch.testing.assert_close(torch_reduce.prod(near_one[:, ::k], 0).double(),
+                                       near_one[:, ::k].double().prod(0), rtol=rtol, atol=0,
+                                       msg=lambda m: f"prod {where}: {m}")
+            torch.testing.assert_close(torch_reduce.vector_norm(x, 2, 0).double(), x.double().norm(dim=0),
+                                       rtol=rtol, atol=0, msg=lambda m: f"2-norm {where}: {m}")
         else:
-            assert torch.equal(got, torch.sum(x, 0)), f"sum {rows}x{width}::{k} seed {seed}"
-            assert torch.equal(torch_reduce.sum(x), torch.sum(x)), f"full sum {rows}x{width}::{k} seed {seed}"
+            assert torch.equal(got, torch.sum(x, 0)), f"sum {where}"
+            assert torch.equal(torch_reduce.sum(x), torch.sum(x)), f"full sum {where}"
         for op in ("amax", "amin"):
             got, want = getattr(torch_reduce, op)(x, 0), getattr(torch, op)(x, 0)
-            torch.testing.assert_close(got, want, rtol=0, atol=0, equal_nan=True,
-                                       msg=lambda m: f"{op} {rows}x{width}::{k} seed {seed}: {m}")
+            torch.testing.assert_close(got, want, rtol=0, atol=0, equal_nan=True, msg=lambda m: f"{op} {where}: {m}")
 
 
 @pytest.mark.parametrize("dtype", [torch.uint8, torch.float32, torch.bfloat16, torch.int64], ids=str)

@@ -1180,6 +1180,24 @@ inline void f16_from_f32(const float* x, int64_t n, uint16_t* out) {
   for (; i < n; ++i) out[i] = f16_bits(x[i]);
 }
 
+inline void f32_from_f16(const uint16_t* x, int64_t n, float* out) {
+  constexpr int64_t kN = kBytes / sizeof(float);
+  int64_t i = 0;
+  for (; i + kN <= n; i += kN) {
+    const vf32 v = LoadF16::load(x + i);
+    std::memcpy(out + i, &v, sizeof v);
+  }
+#if TREDUCE_SIMD_AVX2
+  for (; i < n; ++i) out[i] = _cvtsh_ss(x[i]);
+#endif
+  if (i < n) {  // the tail through a zero-padded vector of its own
+    uint16_t h[kN] = {};
+    std::memcpy(h, x + i, sizeof(uint16_t) * (n - i));
+    const vf32 v = LoadF16::load(h);
+    std::memcpy(out + i, &v, sizeof(float) * (n - i));
+  }
+}
+
 // A type's table: L loads its sums' elements, LE its extrema's (int64 sums wrap in unsigned
 // lanes; its extrema compare signed ones); the sums, nansum, sumsq, sumabs and exact entries only where
 // given.
@@ -1233,5 +1251,6 @@ inline SumKernels kernels() {
   k.f32_wide = &sum_f32_wide;
   k.f64_compensated = &sum_f64_compensated;
   k.f16_from_f32 = &f16_from_f32;
+  k.f32_from_f16 = &f32_from_f16;
   return k;
 }

@@ -372,8 +372,38 @@ inline __m128 pick4(__m128 e, __m128 v) {
 // |x|): scalar code, acc in memory, ~3 ns an element; apart, both loops vectorise (as bfloat16's
 // shift does fused). Inf-norm of (1024, 5120) float16 on 2 threads, ms, over dim 0: 14.4 -> 2.1,
 // dim 1: 8.0 -> 2.7 (torch 7.7-10 and 7.7-8.9).
+// The block's conversion is sum_simd's f32_from_f16 where the values are floating (F16C where
+// the CPU has it; the generic loop's conversion, with no F16C in this unit's ISA, took 0.6-2.7
+// ns an element): 2 threads, us (torch), the 2-norm of all of (256, 128, 64)[..., ::3] float16
+// 692 -> 286 (328). Not for gathers of a few strided elements a row (amax over dim 0 of (2048,
+// 28)[:, ::3] float16, 10 a row: 39 -> 65 through it).
 template <class In>
 inline constexpr bool kConvertFirst = std::is_same_v<In, c10::Half>;
+
+// n <= kMax elements of In from p, `stride` apart, as values V (Load<In, Mid, V>'s): float16 into
+// floating values in bulk (above), else one at a time.
+template <class In, class Mid, class V, int64_t kMax>
+inline void convert_block(const In* p, int64_t stride, int64_t n, V* v) {
+  if constexpr (kConvertFirst<In> && std::is_floating_point_v<V> &&
+                (std::is_same_v<Mid, c10::Half> || std::is_same_v<Mid, float>)) {
+    const uint16_t* bits = reinterpret_cast<const uint16_t*>(p);
+    uint16_t gathered[kMax];
+    if (stride != 1) {
+      for (int64_t j = 0; j < n; ++j) gathered[j] = bits[j * stride];
+      bits = gathered;
+    }
+    if constexpr (std::is_same_v<V, float>) {
+      simd::sum_kernels().f32_from_f16(bits, n, v);
+    } else {
+      float f[kMax];
+      simd::sum_kernels().f32_from_f16(bits, n, f);
+      for (int64_t j = 0; j < n; ++j) v[j] = V(f[j]);
+    }
+  } else {
+    using L = Load<In, Mid, V>;
+    for (int64_t j = 0; j < n; ++j) v[j] = L::apply(p[j * stride]);
+  }
+}
 
 // Value v at position i of the reduced dim into accumulator a (indexed operators keep i).
 template <class Op, class A, class V>
@@ -1269,7 +1299,7 @@ void bool_column_positions(const bool* x, int64_t stride, int64_t rows, int64_t 
 
 // Strided columns (generic_column_segment): outputs j of a row at x[j * kS], rows `stride`
 // apart, `rows` of them from row r0; blocks of kB dense elements (kB / kS outputs), then the
-// outputs the last whole block left, one at a time.
+// outputs the last whole block left (a part block, or one at a time where one is left).
 inline constexpr int64_t kDenseStrideMost = 4;
 template <class In, class Mid, class Op, int64_t kS>
 void dense_strided_group(const In* x, int64_t stride, int64_t rows, int64_t width, int64_t r0,
@@ -1278,16 +1308,29 @@ void dense_strided_group(const In* x, int64_t stride, int64_t rows, int64_t widt
   using L = Load<In, Mid, typename Op::value_t>;
   constexpr int64_t kB = 128 / sizeof(Acc) > 0 ? 128 / sizeof(Acc) : 1;
   const int64_t dense = (width - 1) * kS + 1;  // the last output's element ends the run
-  int64_t d = 0;
-  for (; d + kB <= dense; d += kB) {
+  // n dense elements from d (n: kB, or a last part block's count): the rows into lo, then the
+  // outputs among them into acc.
+  const auto block = [&](int64_t d, auto n) {
     Acc lo[kB];
-    for (int64_t b = 0; b < kB; ++b) lo[b] = Op::identity();
+    for (int64_t b = 0; b < n; ++b) lo[b] = Op::identity();
     for (int64_t k = 0; k < rows; ++k) {
       const In* row = x + k * stride + d;
-      for (int64_t b = 0; b < kB; ++b) lo[b] = reduce_one<Op>(lo[b], L::apply(row[b]), r0 + k);
+      if constexpr (kConvertFirst<In>) {  // float16: the block converted, then reduced (above)
+        typename Op::value_t v[kB];
+        convert_block<In, Mid, typename Op::value_t, kB>(row, 1, n, v);
+        for (int64_t b = 0; b < n; ++b) lo[b] = reduce_one<Op>(lo[b], v[b], r0 + k);
+      } else {
+        for (int64_t b = 0; b < n; ++b) lo[b] = reduce_one<Op>(lo[b], L::apply(row[b]), r0 + k);
+      }
     }
-    for (int64_t b = (kS - d % kS) % kS; b < kB; b += kS) acc[(d + b) / kS] = Op::combine(acc[(d + b) / kS], lo[b]);
-  }
+    for (int64_t b = (kS - d % kS) % kS; b < n; b += kS) acc[(d + b) / kS] = Op::combine(acc[(d + b) / kS], lo[b]);
+  };
+  int64_t d = 0;
+  for (; d + kB <= dense; d += kB) block(d, std::integral_constant<int64_t, kB>{});
+  // A last part block of two outputs or more as a block: one at a time, nansum over dim 0 of
+  // (2048, 28)[:, ::3] float16 (10 outputs in 28 elements, under a block) took 55 us on 2
+  // threads, now 42 (torch 20; sums now take sum_simd's columns kernel, reduce_columns).
+  if (width - (d + kS - 1) / kS >= 2) return block(d, dense - d);
   for (int64_t j = (d + kS - 1) / kS; j < width; ++j) {
     Acc lo = Op::identity();
     for (int64_t k = 0; k < rows; ++k) lo = reduce_one<Op>(lo, L::apply(x[k * stride + j * kS]), r0 + k);
@@ -1379,7 +1422,7 @@ void generic_column_segment(const In* base, const Layout3& l, int64_t r_begin, i
           const In* row = base + (r1 + k) * l.in_reduced + j;
           if constexpr (kConvertFirst<In>) {
             typename Op::value_t v[kB];
-            for (int64_t b = 0; b < kB; ++b) v[b] = L::apply(row[b]);
+            convert_block<In, Mid, typename Op::value_t, kB>(row, 1, kB, v);
             for (int64_t b = 0; b < kB; ++b) lo[b] = reduce_one<Op>(lo[b], v[b], r1 + k);
           } else {
             for (int64_t b = 0; b < kB; ++b) lo[b] = reduce_one<Op>(lo[b], L::apply(row[b]), r1 + k);
@@ -1499,6 +1542,21 @@ void reduce_columns(const In* x, const Layout3& l, const Sink& out) {
     if (l.in_inner == 1 && (width >= kSimdLeastWidth || !kNarrowGeneric) &&
         simd_column_segment<In, Mid, Op, kWidth>(base + r0 * l.in_reduced, l.in_reduced, end - r0, width, r0, acc))
       return width;
+    if constexpr (kSimdColumnSums<In, Mid, Op> || kSimdProd<In, Mid, Op>) {
+      // Sums and products of columns 2 to 4 elements apart: sum_simd's columns kernel over the
+      // dense run from the first to the last (as dense_strided_group, in the same groups of 16
+      // rows: the same bits), every in_inner-th result kept. 2 threads, us (torch), dense_strided
+      // -> this: nansum over dim 0 of (2048, 28)[:, ::3] float16 42 -> 6.8 (20), bfloat16 18 ->
+      // 8.2, float32 16 -> 6.3; the float16 sum of all of (256, 128, 64)[..., ::3] (these
+      // columns, then their combine) 649 -> 68 (352).
+      if (l.in_inner >= 2 && l.in_inner <= kDenseStrideMost && width > 1) {
+        std::vector<Acc> dense(size_t((width - 1) * l.in_inner + 1));
+        simd_column_segment<In, Mid, Op, kWidth>(base + r0 * l.in_reduced, l.in_reduced, end - r0,
+                                                 int64_t(dense.size()), r0, dense.data());
+        for (int64_t j = 0; j < width; ++j) acc[j] = dense[j * l.in_inner];
+        return width;
+      }
+    }
     generic_column_segment<In, Mid, Op, kWidth>(base, l, r0, end, width, acc);
     return width;
   };
