@@ -1338,13 +1338,111 @@ void dense_strided_group(const In* x, int64_t stride, int64_t rows, int64_t widt
   }
 }
 
+// A group of `rows` <= 16 contiguous rows (row k at x + k * stride) of `width` adjacent columns
+// into acc[0, width): a block of kB outputs (128 bytes of accumulators, held in registers) takes
+// the group's rows, then joins acc. The same operations in the same order as a row at a time
+// (strided_column_group), so the same bits; but an accumulator array read and written for every
+// element had float32 (4096, 4096) over dim 0 at 9.5 ms on one Xeon thread (torch.sum 8.9), now
+// 4.4, and amax over it at 70 ms (torch.amax 12), now 7.2. A group shorter than 16 rows (a short
+// reduced dim, a segment's last rows) too: sum over dim 0 of (8, 131072) int64 took 290 us a row
+// at a time, torch.sum 67.
+template <class In, class Mid, class Op>
+void contiguous_column_group(const In* x, int64_t stride, int64_t rows, int64_t width, int64_t r0,
+                             typename Op::acc_t* acc) {
+  using Acc = typename Op::acc_t;
+  using L = Load<In, Mid, typename Op::value_t>;
+  if constexpr (kByteCounts<In, Mid, Op>) {
+    // Non-zero 1-byte elements (any, all, count_nonzero): a group's rows into byte counters (at
+    // most 16 a column), 128 columns a block, which stay in vector registers, then into the int64
+    // accumulators; integer counts, the same in any order. On 2 threads, int64 blocks -> byte
+    // counters: any over dim 0 of (1025, 16, 3072).permute(1, 0, 2) uint8 7073 -> 3716 us (torch
+    // 1389-1632; what is left is the int64 accumulators and the store), over dim 0 of (16, 49152)
+    // uint8 171 -> 49 (24-39), of (4096, 4096) bool 2874 -> 584 (7162).
+    for (int64_t j = 0; j < width; j += 128) {
+      const int64_t n = std::min<int64_t>(128, width - j);
+      uint8_t counts[128] = {};
+      for (int64_t k = 0; k < rows; ++k) {
+        const In* row = x + k * stride + j;
+        for (int64_t b = 0; b < n; ++b) counts[b] += uint8_t(row[b] != In(0));
+      }
+      for (int64_t b = 0; b < n; ++b) acc[j + b] += Acc(counts[b]);
+    }
+    return;
+  }
+  constexpr int64_t kB = 128 / sizeof(Acc) > 0 ? 128 / sizeof(Acc) : 1;
+  int64_t j = 0;
+  if constexpr (kNarrowGroupSums<In, Mid, Op>) {
+    // Sums of 1- and 2-byte integers, groups of 8 to 16 rows: in 32-bit lanes, twice as many a
+    // vector as int64's, then into the int64 accumulators (integers: the same sums). 2 threads,
+    // us over dim 0, three runs each way (torch): (64, 16384) int16 147-259 -> 62-91 (200-306);
+    // (16, 49152) int16 118-159 -> 54-94 (110-790); (4096, 1024) uint8 296-438 -> 205-236
+    // (12000-13700). Not for fewer rows: (3, 65536) int8 37 -> 50-63.
+    constexpr int64_t kN = 32;
+    for (; rows >= 8 && j + kN <= width; j += kN) {
+      int32_t lo[kN] = {};
+      for (int64_t k = 0; k < rows; ++k) {
+        const In* row = x + k * stride + j;
+        for (int64_t b = 0; b < kN; ++b) lo[b] += int32_t(row[b]);
+      }
+      for (int64_t b = 0; b < kN; ++b) acc[j + b] += Acc(lo[b]);
+    }
+  }
+  for (; j + kB <= width; j += kB) {
+    Acc lo[kB];
+    for (int64_t b = 0; b < kB; ++b) lo[b] = Op::identity();
+    for (int64_t k = 0; k < rows; ++k) {
+      const In* row = x + k * stride + j;
+      if constexpr (kConvertFirst<In>) {
+        typename Op::value_t v[kB];
+        convert_block<In, Mid, typename Op::value_t, kB>(row, 1, kB, v);
+        for (int64_t b = 0; b < kB; ++b) lo[b] = reduce_one<Op>(lo[b], v[b], r0 + k);
+      } else {
+        for (int64_t b = 0; b < kB; ++b) lo[b] = reduce_one<Op>(lo[b], L::apply(row[b]), r0 + k);
+      }
+    }
+    for (int64_t b = 0; b < kB; ++b) acc[j + b] = Op::combine(acc[j + b], lo[b]);
+  }
+  // The rest of the strip, from a quarter of kB outputs, the same way, a row of them at a time:
+  // one at a time, sum over dim 1 of (56, 4097) transposed float32, 56 outputs, took 81 us on 2
+  // threads (24 of them alone), torch.sum 26; now 26-41 (torch 25-31). Fewer stay one at a time:
+  // 7 outputs of bfloat16 this way were 0.70-0.73x torch's speed against 0.78-0.80x.
+  if (const int64_t rest = width - j; rest >= kB / 4 && rest > 1) {
+    columns_rest<In, Mid, Op, kB>(x + j, stride, rows, rest, r0, acc + j);
+    j = width;
+  }
+  for (; j < width; ++j) {
+    Acc lo = Op::identity();
+    for (int64_t k = 0; k < rows; ++k)
+      lo = reduce_one<Op>(lo, short_load<In, Mid, typename Op::value_t>(x[k * stride + j]), r0 + k);
+    acc[j] = Op::combine(acc[j], lo);
+  }
+}
+
+// The same for columns `step` elements apart, a row at a time through kWidth accumulators.
+template <class In, class Mid, class Op, int64_t kWidth>
+void strided_column_group(const In* x, int64_t stride, int64_t step, int64_t rows, int64_t width, int64_t r0,
+                          typename Op::acc_t* acc) {
+  using Acc = typename Op::acc_t;
+  using L = Load<In, Mid, typename Op::value_t>;
+  Acc low[kWidth];
+  std::fill(low, low + width, Op::identity());
+  for (int64_t k = 0; k < rows; ++k) {
+    const In* row = x + k * stride;
+    if constexpr (kConvertFirst<In>) {
+      typename Op::value_t v[kWidth];
+      for (int64_t j = 0; j < width; ++j) v[j] = L::apply(row[j * step]);
+      for (int64_t j = 0; j < width; ++j) low[j] = reduce_one<Op>(low[j], v[j], r0 + k);
+    } else {
+      for (int64_t j = 0; j < width; ++j) low[j] = reduce_one<Op>(low[j], L::apply(row[j * step]), r0 + k);
+    }
+  }
+  for (int64_t j = 0; j < width; ++j) acc[j] = Op::combine(acc[j], low[j]);
+}
+
 template <class In, class Mid, class Op, int64_t kWidth>
 void generic_column_segment(const In* base, const Layout3& l, int64_t r_begin, int64_t end, int64_t width,
                             typename Op::acc_t* acc) {
-  using Acc = typename Op::acc_t;
-  using L = Load<In, Mid, typename Op::value_t>;
   constexpr int64_t kStep = 16;
-  Acc low[kWidth];
   std::fill(acc, acc + width, Op::identity());
   if constexpr (ExtremumOf<Op>::kind == Extremum::Position && std::is_same_v<In, bool>) {
     if (l.in_inner == 1)
@@ -1365,121 +1463,32 @@ void generic_column_segment(const In* base, const Layout3& l, int64_t r_begin, i
       return;
     }
   }
+  // Groups of 16 rows (the order sum_simd's columns kernels add in: the same bits).
   for (int64_t r1 = r_begin; r1 < end; r1 += kStep) {
-    // A group of up to 16 contiguous rows: a block of kB outputs (128 bytes of accumulators,
-    // held in registers) takes the group's rows, then joins acc. The same operations in the
-    // same order as a row at a time through low[] below, so the same bits; but low[] read and
-    // written for every element had float32 (4096, 4096) over dim 0 at 9.5 ms on one Xeon
-    // thread (torch.sum 8.9), now 4.4, and amax over it at 70 ms (torch.amax 12), now 7.2. A
-    // group shorter than 16 rows (a short reduced dim, a segment's last rows) too: sum over
-    // dim 0 of (8, 131072) int64 took 290 us a row at a time, torch.sum 67.
-    if constexpr (kByteCounts<In, Mid, Op>) {
-      if (l.in_inner == 1) {
-        // Non-zero 1-byte elements (any, all, count_nonzero): a group's rows into byte counters
-        // (at most kStep = 16 a column), 128 columns a block, which stay in vector registers,
-        // then into the int64 accumulators; integer counts, the same in any order. On 2
-        // threads, int64 blocks (below) -> byte counters: any over dim 0 of (1025, 16,
-        // 3072).permute(1, 0, 2) uint8 7073 -> 3716 us (torch 1389-1632; what is left is the
-        // int64 accumulators and the store), over dim 0 of (16, 49152) uint8 171 -> 49 (24-39),
-        // of (4096, 4096) bool 2874 -> 584 (7162).
-        const int64_t rows = std::min(kStep, end - r1);
-        for (int64_t j = 0; j < width; j += 128) {
-          const int64_t n = std::min<int64_t>(128, width - j);
-          uint8_t counts[128] = {};
-          for (int64_t k = 0; k < rows; ++k) {
-            const In* row = base + (r1 + k) * l.in_reduced + j;
-            for (int64_t b = 0; b < n; ++b) counts[b] += uint8_t(row[b] != In(0));
-          }
-          for (int64_t b = 0; b < n; ++b) acc[j + b] += Acc(counts[b]);
-        }
-        continue;
-      }
-    }
+    const int64_t rows = std::min(kStep, end - r1);
+    const In* group = base + r1 * l.in_reduced;
     if (l.in_inner == 1) {
-      constexpr int64_t kB = 128 / sizeof(Acc) > 0 ? 128 / sizeof(Acc) : 1;
-      const int64_t rows = std::min(kStep, end - r1);
-      int64_t j = 0;
-      if constexpr (kNarrowGroupSums<In, Mid, Op>) {
-        // Sums of 1- and 2-byte integers, groups of 8 to 16 rows: in 32-bit lanes, twice as many
-        // a vector as int64's, then into the int64 accumulators (integers: the same sums). 2
-        // threads, us over dim 0, three runs each way (torch): (64, 16384) int16 147-259 -> 62-91
-        // (200-306); (16, 49152) int16 118-159 -> 54-94 (110-790); (4096, 1024) uint8 296-438 ->
-        // 205-236 (12000-13700). Not for fewer rows: (3, 65536) int8 37 -> 50-63.
-        constexpr int64_t kN = 32;
-        for (; rows >= 8 && j + kN <= width; j += kN) {
-          int32_t lo[kN] = {};
-          for (int64_t k = 0; k < rows; ++k) {
-            const In* row = base + (r1 + k) * l.in_reduced + j;
-            for (int64_t b = 0; b < kN; ++b) lo[b] += int32_t(row[b]);
-          }
-          for (int64_t b = 0; b < kN; ++b) acc[j + b] += Acc(lo[b]);
-        }
-      }
-      for (; j + kB <= width; j += kB) {
-        Acc lo[kB];
-        for (int64_t b = 0; b < kB; ++b) lo[b] = Op::identity();
-        for (int64_t k = 0; k < rows; ++k) {
-          const In* row = base + (r1 + k) * l.in_reduced + j;
-          if constexpr (kConvertFirst<In>) {
-            typename Op::value_t v[kB];
-            convert_block<In, Mid, typename Op::value_t, kB>(row, 1, kB, v);
-            for (int64_t b = 0; b < kB; ++b) lo[b] = reduce_one<Op>(lo[b], v[b], r1 + k);
-          } else {
-            for (int64_t b = 0; b < kB; ++b) lo[b] = reduce_one<Op>(lo[b], L::apply(row[b]), r1 + k);
-          }
-        }
-        for (int64_t b = 0; b < kB; ++b) acc[j + b] = Op::combine(acc[j + b], lo[b]);
-      }
-      // The rest of the strip, from a quarter of kB outputs, the same way, a row of them at a
-      // time: one at a time, sum over dim 1 of (56, 4097) transposed float32, 56 outputs, took
-      // 81 us on 2 threads (24 of them alone), torch.sum 26; now 26-41 (torch 25-31). Fewer
-      // stay one at a time: 7 outputs of bfloat16 this way were 0.70-0.73x torch's speed
-      // against 0.78-0.80x.
-      if (const int64_t rest = width - j; rest >= kB / 4 && rest > 1) {
-        columns_rest<In, Mid, Op, kB>(base + r1 * l.in_reduced + j, l.in_reduced, rows, rest, r1, acc + j);
-        j = width;
-      }
-      for (; j < width; ++j) {
-        Acc lo = Op::identity();
-        for (int64_t k = 0; k < rows; ++k)
-          lo = reduce_one<Op>(lo, short_load<In, Mid, typename Op::value_t>(base[(r1 + k) * l.in_reduced + j]), r1 + k);
-        acc[j] = Op::combine(acc[j], lo);
-      }
+      contiguous_column_group<In, Mid, Op>(group, l.in_reduced, rows, width, r1, acc);
       continue;
     }
     // Outputs 2 to 4 elements apart: the dense run from the first to the last, in the
     // contiguous case's blocks (each row's block one vector loop), every in_inner-th
     // accumulator kept, the others dropped (whatever they hold: lanes are independent). Each
-    // output's rows in the same order as a row at a time below: the same bits. One thread, ms,
-    // a row at a time -> dense: sum over dim 1 of (8, 5120, 512)[..., ::3] float32 9.5 -> 7.0,
+    // output's rows in the same order as a row at a time: the same bits. One thread, ms, a row
+    // at a time -> dense: sum over dim 1 of (8, 5120, 512)[..., ::3] float32 9.5 -> 7.0,
     // bfloat16 8.7 -> 4.9, its full sum (columns, then their combine) 9.0 -> 6.9 and 8.7 -> 5.0.
     // Not extrema, whose picks do not vectorise (amax over dim 1, 13.0 -> 20.1, float32), nor
     // integers (uint8 sums into int64 lanes, 4.2 -> 4.7).
     if (ExtremumOf<Op>::kind == Extremum::None && std::is_floating_point_v<typename Op::value_t> && l.in_inner >= 2 &&
         l.in_inner <= kDenseStrideMost && width > 1) {
-      const int64_t rows = std::min(kStep, end - r1);
       switch (l.in_inner) {
-        case 2: dense_strided_group<In, Mid, Op, 2>(base + r1 * l.in_reduced, l.in_reduced, rows, width, r1, acc); break;
-        case 3: dense_strided_group<In, Mid, Op, 3>(base + r1 * l.in_reduced, l.in_reduced, rows, width, r1, acc); break;
-        default: dense_strided_group<In, Mid, Op, 4>(base + r1 * l.in_reduced, l.in_reduced, rows, width, r1, acc); break;
+        case 2: dense_strided_group<In, Mid, Op, 2>(group, l.in_reduced, rows, width, r1, acc); break;
+        case 3: dense_strided_group<In, Mid, Op, 3>(group, l.in_reduced, rows, width, r1, acc); break;
+        default: dense_strided_group<In, Mid, Op, 4>(group, l.in_reduced, rows, width, r1, acc); break;
       }
       continue;
     }
-    // Outputs apart in memory: a row at a time.
-    std::fill(low, low + width, Op::identity());
-    for (int64_t r = r1; r < std::min(end, r1 + kStep); ++r) {
-      const In* row = base + r * l.in_reduced;
-      if (l.in_inner == 1) {
-        for (int64_t j = 0; j < width; ++j) low[j] = reduce_one<Op>(low[j], L::apply(row[j]), r);
-      } else if constexpr (kConvertFirst<In>) {
-        typename Op::value_t v[kWidth];
-        for (int64_t j = 0; j < width; ++j) v[j] = L::apply(row[j * l.in_inner]);
-        for (int64_t j = 0; j < width; ++j) low[j] = reduce_one<Op>(low[j], v[j], r);
-      } else {
-        for (int64_t j = 0; j < width; ++j) low[j] = reduce_one<Op>(low[j], L::apply(row[j * l.in_inner]), r);
-      }
-    }
-    for (int64_t j = 0; j < width; ++j) acc[j] = Op::combine(acc[j], low[j]);
+    strided_column_group<In, Mid, Op, kWidth>(group, l.in_reduced, l.in_inner, rows, width, r1, acc);
   }
 }
 
