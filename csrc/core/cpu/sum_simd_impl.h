@@ -1189,13 +1189,14 @@ inline void f32_from_f16(const uint16_t* x, int64_t n, float* out) {
   }
 #if TREDUCE_SIMD_AVX2
   for (; i < n; ++i) out[i] = _cvtsh_ss(x[i]);
-#endif
+#else
   if (i < n) {  // the tail through a zero-padded vector of its own
     uint16_t h[kN] = {};
     std::memcpy(h, x + i, sizeof(uint16_t) * (n - i));
     const vf32 v = LoadF16::load(h);
     std::memcpy(out + i, &v, sizeof(float) * (n - i));
   }
+#endif
 }
 
 // A type's table: L loads its sums' elements, LE its extrema's (int64 sums wrap in unsigned

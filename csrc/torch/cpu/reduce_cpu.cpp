@@ -380,18 +380,13 @@ inline __m128 pick4(__m128 e, __m128 v) {
 template <class In>
 inline constexpr bool kConvertFirst = std::is_same_v<In, c10::Half>;
 
-// n <= kMax elements of In from p, `stride` apart, as values V (Load<In, Mid, V>'s): float16 into
+// n <= kMax contiguous elements of In from p as values V (Load<In, Mid, V>'s): float16 into
 // floating values in bulk (above), else one at a time.
 template <class In, class Mid, class V, int64_t kMax>
-inline void convert_block(const In* p, int64_t stride, int64_t n, V* v) {
+inline void convert_block(const In* p, int64_t n, V* v) {
   if constexpr (kConvertFirst<In> && std::is_floating_point_v<V> &&
                 (std::is_same_v<Mid, c10::Half> || std::is_same_v<Mid, float>)) {
     const uint16_t* bits = reinterpret_cast<const uint16_t*>(p);
-    uint16_t gathered[kMax];
-    if (stride != 1) {
-      for (int64_t j = 0; j < n; ++j) gathered[j] = bits[j * stride];
-      bits = gathered;
-    }
     if constexpr (std::is_same_v<V, float>) {
       simd::sum_kernels().f32_from_f16(bits, n, v);
     } else {
@@ -401,7 +396,7 @@ inline void convert_block(const In* p, int64_t stride, int64_t n, V* v) {
     }
   } else {
     using L = Load<In, Mid, V>;
-    for (int64_t j = 0; j < n; ++j) v[j] = L::apply(p[j * stride]);
+    for (int64_t j = 0; j < n; ++j) v[j] = L::apply(p[j]);
   }
 }
 
@@ -1317,7 +1312,7 @@ void dense_strided_group(const In* x, int64_t stride, int64_t rows, int64_t widt
       const In* row = x + k * stride + d;
       if constexpr (kConvertFirst<In>) {  // float16: the block converted, then reduced (above)
         typename Op::value_t v[kB];
-        convert_block<In, Mid, typename Op::value_t, kB>(row, 1, n, v);
+        convert_block<In, Mid, typename Op::value_t, kB>(row, n, v);
         for (int64_t b = 0; b < n; ++b) lo[b] = reduce_one<Op>(lo[b], v[b], r0 + k);
       } else {
         for (int64_t b = 0; b < n; ++b) lo[b] = reduce_one<Op>(lo[b], L::apply(row[b]), r0 + k);
@@ -1394,7 +1389,7 @@ void contiguous_column_group(const In* x, int64_t stride, int64_t rows, int64_t 
       const In* row = x + k * stride + j;
       if constexpr (kConvertFirst<In>) {
         typename Op::value_t v[kB];
-        convert_block<In, Mid, typename Op::value_t, kB>(row, 1, kB, v);
+        convert_block<In, Mid, typename Op::value_t, kB>(row, kB, v);
         for (int64_t b = 0; b < kB; ++b) lo[b] = reduce_one<Op>(lo[b], v[b], r0 + k);
       } else {
         for (int64_t b = 0; b < kB; ++b) lo[b] = reduce_one<Op>(lo[b], L::apply(row[b]), r0 + k);
