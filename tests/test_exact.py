@@ -206,6 +206,32 @@ def test_blocks_of_every_kind(device, dtype):
         _check(torch.cat([p for p in reversed(parts)]).to(dtype), what=f"{run} reversed, seed {seed}", device=device)
 
 
+@pytest.mark.parametrize("dtype", FLOATS, ids=str)
+def test_cpu_block_ranges_read_ahead(dtype):
+    """The CPU reads a block's range while the block before it is being added (exact_blocks'
+    pipeline): one element far out of its neighbours' range (the format's smallest subnormal or a
+    large value), at any position of the second or third block, must still set that block's plan.
+    The rest cancels exactly, so a lost or rounded element shows in the result."""
+    gen, seed = fresh_generator("cpu")
+    precision, min_exp, big = FORMAT[dtype]
+    block = 2048
+    extremes = {"tiny": 2.0 ** (min_exp - precision + 1), "large": 2.0 ** (math.frexp(big)[1] - 3)}
+    for name, e in extremes.items():
+        for j in (1, 2):
+            for p in (0, 1, 31, 32, 33, 1000, 2016, 2047):
+                v = torch.randn(block, generator=gen, dtype=torch.float64).to(dtype).double()
+                u = v[: block // 2].flip(0)
+                blocks = [v.clone(), -v, torch.cat([u, -u])]
+                blocks[j][p] = e
+                if j == 1:
+                    blocks[0][p] = 0.0  # e's partner gone: the three blocks sum to e
+                else:
+                    blocks[2][block - 1 - p] = 0.0
+                w = torch.randn(100, generator=gen, dtype=torch.float64).to(dtype).double()
+                tail = torch.cat([torch.tensor([-e]), w, -w])
+                _check(torch.cat(blocks + [tail]).to(dtype), what=f"{name} in block {j} at {p}, seed {seed}")
+
+
 def test_cpu_flush_denormal_does_not_change_the_sum():
     """torch.set_flush_denormal(True) sets the CPU's flush-to-zero and denormals-are-zero bits;
     the exact sum's lanes must still see subnormals (exact_blocks clears them for its call)."""

@@ -45,10 +45,15 @@
 // flush-to-zero or denormals-are-zero (torch.set_flush_denormal(True) sets them): run() keeps
 // subnormals for the call (sum_simd.h's KeepSubnormals).
 //
-// Against auto's sums (2 threads, 2^22 elements, L3-hot / 2^24): float32 N(0,1) 3.5x / 1.4x,
-// spread over 2^+-20 7.3x / 2.6x; float64 2.9x / 1.4x, spread 3.8x / 1.5x; bfloat16 3.3x / 2.8x;
-// float16 4.4x / 3.9x (docs/decisions.md, 2026-12-06). The one window a run before: 13x / 3x for
-// float32, 16-17x / 9-10x for the 16-bit floats, 31x / 12x for float64 spread.
+// Pass 1 of a block runs inside pass 2 of the block before it (exact_fast's pipeline): the next
+// block's lines stream in from L3 while the windows' adds run, where a separate pass 1 stalled on
+// memory and then left it idle during the adds.
+//
+// Against auto's sums (2 cores of an Intel Xeon, L3-hot, 2^22 / 2^24 elements, N(0,1)
+// and N(0,1) * 2^U(-20, 20)): float32 1.28x / 1.29x, spread 2.06x / 1.94x; float64 1.36x /
+// 1.28x, spread 1.62x / 1.61x; bfloat16 1.88x / 1.80x, spread 3.80x / 3.48x; float16 2.43x /
+// 2.12x (docs/decisions.md, 2026-12-07). The one window a run before blocks: 13x / 3x for
+// float32, 16-17x / 9-10x for the 16-bit floats.
 
 namespace exact_blocks {
 
@@ -122,18 +127,22 @@ struct Stats {
   __builtin_prefetch(static_cast<const char*>(p) + block_bytes, 0, 3);
 }
 
+// Pass 1 as an accumulator over chunks of kChunk bytes, so that a block's stats can be taken
+// while the block before it goes through its windows (exact_fast): the block's lines then come
+// from L3 while the adds run, instead of the windows waiting on a pass that waits on memory.
+// `ahead`: the distance of the line prefetched for each one read (a block's bytes).
+//
 // 32- and 16-bit formats: a = bits & abs_mask; max over a; min over a + abs_mask (wrapping),
 // which sends 0 to the largest signed value and 1..abs_mask in order to the negatives.
 template <class VI, class VU, class U>
-[[gnu::always_inline]] inline Stats stats_int(const void* p, int64_t bytes) {
-  constexpr U kAbs = U(~U(0)) >> 1;
-  constexpr int kW = int(sizeof(VI) / sizeof(U));
+struct StatsInt {
+  static constexpr int kChunk = 2 * int(sizeof(VI));
+  static constexpr U kAbs = U(~U(0)) >> 1;
   using S = std::make_signed_t<U>;
-  VI mx0 = VI{}, mx1 = VI{}, mn0 = VI{} + S(kAbs), mn1 = mn0;
-  const char* c = static_cast<const char*>(p);
-  for (int64_t i = 0; i < bytes; i += 2 * sizeof(VI)) {  // bytes: a multiple of 64
-    prefetch_next(c + i, bytes);
-    const VU a0 = load_as<VU>(c + i) & kAbs, a1 = load_as<VU>(c + i + sizeof(VI)) & kAbs;
+  VI mx0 = VI{}, mx1 = VI{}, mn0 = VI{} + S(kAbs), mn1 = VI{} + S(kAbs);
+  [[gnu::always_inline]] void add(const char* c, int64_t ahead) {
+    prefetch_next(c, ahead);
+    const VU a0 = load_as<VU>(c) & kAbs, a1 = load_as<VU>(c + sizeof(VI)) & kAbs;
     const VI s0 = bit_cast_vec<VI>(a0), s1 = bit_cast_vec<VI>(a1);
     mx0 = mx0 > s0 ? mx0 : s0;
     mx1 = mx1 > s1 ? mx1 : s1;
@@ -141,47 +150,58 @@ template <class VI, class VU, class U>
     mn0 = mn0 < t0 ? mn0 : t0;
     mn1 = mn1 < t1 ? mn1 : t1;
   }
-  mx0 = mx0 > mx1 ? mx0 : mx1;
-  mn0 = mn0 < mn1 ? mn0 : mn1;
-  S mx = 0, mn = S(kAbs);
-  for (int j = 0; j < kW; ++j) mx = std::max<S>(mx, mx0[j]), mn = std::min<S>(mn, mn0[j]);
-  return {uint64_t(U(mx)), uint64_t(U(U(mn) - kAbs))};
-}
+  Stats result() const {
+    const VI mx = mx0 > mx1 ? mx0 : mx1, mn = mn0 < mn1 ? mn0 : mn1;
+    S M = 0, m = S(kAbs);
+    for (size_t j = 0; j < sizeof(VI) / sizeof(U); ++j) M = std::max<S>(M, mx[j]), m = std::min<S>(m, mn[j]);
+    return {uint64_t(U(M)), uint64_t(U(U(m) - kAbs))};
+  }
+};
 
 // float64 (AVX2 has no 64-bit integer max/min): double max/min over the bit patterns of |x|
 // and |x| - 1, which order as the values for nonnegative finite doubles. `v > m ? v : m` is one
 // maxpd and passes over a NaN v: a NaN element is not seen here but makes the kernel's sums NaN,
 // and the block is redone without it. For the min, |x| - 1 sends a zero to all ones, a NaN
 // (passed over), and a nonzero finite x to the finite double just below |x|.
-inline Stats stats_f64(const double* p, int64_t n) {
-  constexpr uint64_t kAbs = ~uint64_t(0) >> 1;
-  const vf64 inf = vf64{} + __builtin_inf();
-  vf64 mx[4], mn[4];
-  for (int j = 0; j < 4; ++j) mx[j] = vf64{}, mn[j] = inf;
-  for (int64_t i = 0; i < n; i += 4 * kDL) {  // n: a multiple of 32
-    if constexpr (kBytes == 32) prefetch_next(p + i, n * 8), prefetch_next(p + i + 8, n * 8);
-    else prefetch_next(p + i, n * 8), prefetch_next(p + i + 4, n * 8);
+struct StatsF64 {
+  static constexpr int kChunk = 4 * kBytes;
+  static constexpr uint64_t kAbs = ~uint64_t(0) >> 1;
+  vf64 mx[4] = {}, mn[4] = {vf64{} + __builtin_inf(), vf64{} + __builtin_inf(), vf64{} + __builtin_inf(),
+                            vf64{} + __builtin_inf()};
+  [[gnu::always_inline]] void add(const char* c, int64_t ahead) {
+    for (int line = 0; line < kChunk; line += 64) prefetch_next(c + line, ahead);
     for (int j = 0; j < 4; ++j) {
-      const vu64 a = load_as<vu64>(p + i + j * kDL) & kAbs;
+      const vu64 a = load_as<vu64>(c + j * kBytes) & kAbs;
       const vf64 v = bit_cast_vec<vf64>(a), t = bit_cast_vec<vf64>(a - 1);
       mx[j] = v > mx[j] ? v : mx[j];
       mn[j] = t < mn[j] ? t : mn[j];
     }
   }
-  for (int j = 1; j < 4; ++j) mx[0] = mx[j] > mx[0] ? mx[j] : mx[0], mn[0] = mn[j] < mn[0] ? mn[j] : mn[0];
-  double M = 0, m = __builtin_inf();
-  for (int j = 0; j < kDL; ++j) M = mx[0][j] > M ? mx[0][j] : M, m = mn[0][j] < m ? mn[0][j] : m;
-  uint64_t Mb, mb;
-  std::memcpy(&Mb, &M, 8);
-  std::memcpy(&mb, &m, 8);
-  return {Mb, mb + 1};
-}
+  Stats result() const {
+    vf64 M4 = mx[0], m4 = mn[0];
+    for (int j = 1; j < 4; ++j) M4 = mx[j] > M4 ? mx[j] : M4, m4 = mn[j] < m4 ? mn[j] : m4;
+    double M = 0, m = __builtin_inf();
+    for (int j = 0; j < kDL; ++j) M = M4[j] > M ? M4[j] : M, m = m4[j] < m ? m4[j] : m;
+    uint64_t Mb, mb;
+    std::memcpy(&Mb, &M, 8);
+    std::memcpy(&mb, &m, 8);
+    return {Mb, mb + 1};
+  }
+};
 
 template <class Fmt>
+using StatsOf = std::conditional_t<std::is_same_v<Fmt, F64>, StatsF64,
+                                   std::conditional_t<std::is_same_v<Fmt, F32>, StatsInt<vs32, vu32, uint32_t>,
+                                                      StatsInt<vs16, vw16, uint16_t>>>;
+
+// A whole block's stats (n elements: a multiple of kRowMax, whose bytes are chunks).
+template <class Fmt>
 inline Stats block_stats(const typename Fmt::In* p, int64_t n) {
-  if constexpr (std::is_same_v<Fmt, F64>) return stats_f64(p, n);
-  else if constexpr (std::is_same_v<Fmt, F32>) return stats_int<vs32, vu32, uint32_t>(p, n * 4);
-  else return stats_int<vs16, vw16, uint16_t>(p, n * 2);
+  StatsOf<Fmt> st;
+  const char* c = reinterpret_cast<const char*>(p);
+  const int64_t bytes = n * int64_t(sizeof(*p));
+  for (int64_t i = 0; i < bytes; i += st.kChunk) st.add(c + i, bytes);
+  return st.result();
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -214,13 +234,29 @@ struct Lane<vf32> {
   static constexpr int kLogAdds = kSubLog;
 };
 
+// `next` (or null): a block of n elements whose stats are taken on the way into *next_stats.
 template <class Fmt, class V, int S, int HS = Lane<V>::kLogAdds>
-[[gnu::noinline]] void window_block(const typename Fmt::In* p, int64_t n, const double* sigma, double* out) {
+[[gnu::noinline]] void window_block(const typename Fmt::In* p, int64_t n, const double* sigma, double* out,
+                                    const typename Fmt::In* next, Stats* next_stats) {
   using L = Lane<V>;
   using A = typename L::A;
+  using In = typename Fmt::In;
   constexpr bool kFloat = std::is_same_v<V, vf32>;
   constexpr int U = rows_u(S), kV = L::kV, kAcc = U * kV;
   constexpr int64_t kRow = 8 * U;
+  StatsOf<Fmt> st;
+  constexpr int64_t kRowBytes = kRow * int64_t(sizeof(In));
+  const char* nc = reinterpret_cast<const char*>(next);
+  const int64_t ahead = n * int64_t(sizeof(In));
+  // The next block's chunks at the pace of this block's rows (a chunk every few rows, or a few a row).
+  const auto next_chunks = [&](int64_t i) {
+    if (!nc) return;
+    if constexpr (kRowBytes >= st.kChunk) {
+      for (int64_t c = 0; c < kRowBytes; c += st.kChunk) st.add(nc + i * int64_t(sizeof(In)) + c, ahead);
+    } else {
+      if ((i * int64_t(sizeof(In))) % st.kChunk == 0) st.add(nc + i * int64_t(sizeof(In)), ahead);
+    }
+  };
   V sig[S > 0 ? S : 1];
   for (int s = 0; s < S; ++s) sig[s] = V{} + A(sigma[s]);
   V acc[S + 1][kAcc];
@@ -231,6 +267,7 @@ template <class Fmt, class V, int S, int HS = Lane<V>::kLogAdds>
     for (vf64& v : lv) v = vf64{};
   const auto rows = [&](int64_t from, int64_t to) {
     for (int64_t i = from; i < to; i += kRow) {
+      next_chunks(i);
       for (int u = 0; u < U; ++u) {
         V x[kV];
         load8<Fmt, V>(p + i + 8 * u, x);
@@ -277,6 +314,7 @@ template <class Fmt, class V, int S, int HS = Lane<V>::kLogAdds>
     for (int j = 0; j < kDL; ++j) t += v[j];
     out[s] = t;
   }
+  if (nc) *next_stats = st.result();
 }
 
 // The plan of a block: its split count S (-1: no window fits, take the slow path), the sigmas,
@@ -388,72 +426,86 @@ inline void strip_specials(const typename Fmt::In* p, int64_t n, typename Fmt::I
   if (any_nan | any_pos | any_neg) acc->not_neg_zero |= 1, acc->any = true;
 }
 
-// One block (n a multiple of kRowMax; `real` elements are the input's, the rest -0.0 padding).
-// `stripped`: p is a copy without infinities and NaNs.
+// One block (n a multiple of kRowMax; `real` elements are the input's, the rest -0.0 padding) of
+// stats st. `stripped`: p is a copy without infinities and NaNs. `next` (or null): the block after
+// it, whose stats the windows take on the way; returns whether they did (into *next_st).
 template <class Fmt, class V>
-inline void exact_block(const typename Fmt::In* p, int64_t n, int64_t real, ExactAcc* acc, bool& nonzero,
+inline bool exact_block(const typename Fmt::In* p, int64_t n, int64_t real, const Stats& st,
+                        const typename Fmt::In* next, Stats* next_st, ExactAcc* acc, bool& nonzero,
                         bool stripped = false) {
   using In = typename Fmt::In;
   using B = std::conditional_t<sizeof(In) == 8, uint64_t, std::conditional_t<sizeof(In) == 4, uint32_t, uint16_t>>;
   const auto strip_and_redo = [&] {
     alignas(64) In copy[kBlock];
     strip_specials<Fmt>(p, n, copy, acc);
-    exact_block<Fmt, V>(copy, n, real, acc, nonzero, true);
+    exact_block<Fmt, V>(copy, n, real, block_stats<Fmt>(copy, n), nullptr, nullptr, acc, nonzero, true);
   };
-  const Stats st = block_stats<Fmt>(p, n);
-  if (!stripped && Range<Fmt>(st).special) return strip_and_redo();
+  if (!stripped && Range<Fmt>(st).special) return strip_and_redo(), false;
   if (st.amax == 0) {  // only zeros (or a NaN that float64's max passed over)
     bool plus_zero = false;
     for (int64_t i = 0; i < real; ++i) {
       B b;
       std::memcpy(&b, p + i, sizeof b);
-      if (B(b << 1) != 0) return stripped ? slow_block<Fmt>(p, n, acc) : strip_and_redo();
+      if (B(b << 1) != 0) return (stripped ? slow_block<Fmt>(p, n, acc) : strip_and_redo()), false;
       plus_zero |= b == 0;
     }
     nonzero |= plus_zero;  // all -0.0 keeps the sum -0.0
-    return;
+    return false;
   }
   const Plan pl = plan<Fmt, V>(st);
-  if (pl.S < 0) return slow_block<Fmt>(p, n, acc);
+  if (pl.S < 0) return slow_block<Fmt>(p, n, acc), false;
   double out[kMaxSplits + 1] = {};
+  const auto* sg = pl.sigma;
   if (pl.dbl) {
     switch (pl.S) {
-      case 0: window_block<Fmt, vf64, 0>(p, n, pl.sigma, out); break;
-      case 1: window_block<Fmt, vf64, 1>(p, n, pl.sigma, out); break;
-      case 2: window_block<Fmt, vf64, 2>(p, n, pl.sigma, out); break;
-      case 3: window_block<Fmt, vf64, 3>(p, n, pl.sigma, out); break;
-      case 4: window_block<Fmt, vf64, 4>(p, n, pl.sigma, out); break;
+      case 0: window_block<Fmt, vf64, 0>(p, n, sg, out, next, next_st); break;
+      case 1: window_block<Fmt, vf64, 1>(p, n, sg, out, next, next_st); break;
+      case 2: window_block<Fmt, vf64, 2>(p, n, sg, out, next, next_st); break;
+      case 3: window_block<Fmt, vf64, 3>(p, n, sg, out, next, next_st); break;
+      case 4: window_block<Fmt, vf64, 4>(p, n, sg, out, next, next_st); break;
     }
   } else if constexpr (std::is_same_v<V, vf32>) {
     switch (pl.S * 8 + pl.hs) {
-      case 1: window_block<Fmt, vf32, 0, 1>(p, n, pl.sigma, out); break;
-      case 2: window_block<Fmt, vf32, 0, 2>(p, n, pl.sigma, out); break;
-      case 3: window_block<Fmt, vf32, 0, 3>(p, n, pl.sigma, out); break;
-      case 4: window_block<Fmt, vf32, 0, 4>(p, n, pl.sigma, out); break;
-      case 8 + 4: window_block<Fmt, vf32, 1, 4>(p, n, pl.sigma, out); break;
-      case 16 + 4: window_block<Fmt, vf32, 2, 4>(p, n, pl.sigma, out); break;
-      case 24 + 4: window_block<Fmt, vf32, 3, 4>(p, n, pl.sigma, out); break;
-      case 32 + 4: window_block<Fmt, vf32, 4, 4>(p, n, pl.sigma, out); break;
+      case 1: window_block<Fmt, vf32, 0, 1>(p, n, sg, out, next, next_st); break;
+      case 2: window_block<Fmt, vf32, 0, 2>(p, n, sg, out, next, next_st); break;
+      case 3: window_block<Fmt, vf32, 0, 3>(p, n, sg, out, next, next_st); break;
+      case 4: window_block<Fmt, vf32, 0, 4>(p, n, sg, out, next, next_st); break;
+      case 8 + 4: window_block<Fmt, vf32, 1, 4>(p, n, sg, out, next, next_st); break;
+      case 16 + 4: window_block<Fmt, vf32, 2, 4>(p, n, sg, out, next, next_st); break;
+      case 24 + 4: window_block<Fmt, vf32, 3, 4>(p, n, sg, out, next, next_st); break;
+      case 32 + 4: window_block<Fmt, vf32, 4, 4>(p, n, sg, out, next, next_st); break;
       default: __builtin_unreachable();
     }
   }
   // A NaN the stats passed over (float64) makes a level NaN: the block again without it.
   bool finite = true;
   for (int s = 0; s <= pl.S; ++s) finite &= out[s] - out[s] == 0;
-  if (!finite) return stripped ? slow_block<Fmt>(p, n, acc) : strip_and_redo();
+  if (!finite) return (stripped ? slow_block<Fmt>(p, n, acc) : strip_and_redo()), next != nullptr;
   nonzero = true;
   for (int s = 0; s <= pl.S; ++s)
     if (out[s] != 0) acc->add(out[s]);
+  return next != nullptr;
 }
 
+// Full blocks in a pipeline: each block's windows take the next block's stats on the way (its
+// lines arrive from L3 under the adds); the last, partial block copied and padded with -0.0
+// (adds nothing, keeps -0.0).
 template <class Fmt, class V>
 void exact_fast(const typename Fmt::In* x, int64_t n, ExactAcc* acc) {
   using In = typename Fmt::In;
   if (n <= 0) return;
   bool nonzero = false;
   int64_t i = 0;
-  for (; i + kBlock <= n; i += kBlock) exact_block<Fmt, V>(x + i, kBlock, kBlock, acc, nonzero);
-  if (i < n) {  // the last, partial block: copied, padded with -0.0 (adds nothing, keeps -0.0)
+  if (n >= kBlock) {
+    Stats st = block_stats<Fmt>(x, kBlock);
+    for (; i + kBlock <= n; i += kBlock) {
+      const In* next = i + 2 * kBlock <= n ? x + i + kBlock : nullptr;
+      Stats next_st{};
+      const bool got = exact_block<Fmt, V>(x + i, kBlock, kBlock, st, next, &next_st, acc, nonzero);
+      if (next) st = got ? next_st : block_stats<Fmt>(next, kBlock);
+    }
+  }
+  if (i < n) {
     alignas(64) In pad[kBlock];
     const int64_t real = n - i, padded = (real + kRowMax - 1) / kRowMax * kRowMax;
     In negzero;
@@ -461,7 +513,7 @@ void exact_fast(const typename Fmt::In* x, int64_t n, ExactAcc* acc) {
     else negzero = In(-0.0);
     std::fill(pad, pad + padded, negzero);
     std::memcpy(pad, x + i, real * sizeof(In));
-    exact_block<Fmt, V>(pad, padded, real, acc, nonzero);
+    exact_block<Fmt, V>(pad, padded, real, block_stats<Fmt>(pad, padded), nullptr, nullptr, acc, nonzero);
   }
   // The -0.0 rule (ExactAcc::add counts flushed values as elements; set the flags directly).
   acc->any = true;
