@@ -49,11 +49,10 @@
 // block's lines stream in from L3 while the windows' adds run, where a separate pass 1 stalled on
 // memory and then left it idle during the adds.
 //
-// Against auto's sums (2 cores of an Intel Xeon, L3-hot, 2^22 / 2^24 elements, N(0,1)
-// and N(0,1) * 2^U(-20, 20)): float32 1.28x / 1.29x, spread 2.06x / 1.94x; float64 1.36x /
-// 1.28x, spread 1.62x / 1.61x; bfloat16 1.88x / 1.80x, spread 3.80x / 3.48x; float16 2.43x /
-// 2.12x (docs/decisions.md, 2026-12-07). The one window a run before blocks: 13x / 3x for
-// float32, 16-17x / 9-10x for the 16-bit floats.
+// Against auto's sums (2 cores of an Intel Xeon, L3-hot, 2^22 elements, N(0,1) and N(0,1) *
+// 2^U(-20, 20), float16 2^U(-20, 4)): float32 1.28x, spread 2.06x; float64 1.36x, spread 1.62x;
+// bfloat16 1.88x, spread 3.80x; float16 2.24x, spread 2.24x (docs/decisions.md, 2026-12-07).
+// The one window a run before blocks: 13x for float32, 16-17x for the 16-bit floats.
 
 namespace exact_blocks {
 
@@ -487,6 +486,29 @@ inline bool exact_block(const typename Fmt::In* p, int64_t n, int64_t real, cons
   return next != nullptr;
 }
 
+// float16: every finite value is a multiple of 2^-24 below 2^16 (T <= 16, G >= -24), so one plan
+// fits every block, the one plan<F16, vf32> gives that range (float lanes, h = 4, one split at
+// 2^20), and no pass 1 is needed. Infinities and NaN make the sums non-finite (inf - sigma is inf,
+// inf - inf NaN): the block again without them. All-zero sums: the block's elements decide the
+// -0.0 rule (padding is -0.0).
+inline void f16_block(const uint16_t* p, int64_t n, ExactAcc* acc, bool& nonzero) {
+  static constexpr double kSigma[kMaxSplits] = {1048576.0};  // 2^(16 + 4)
+  double out[2] = {};
+  window_block<F16, vf32, 1, 4>(p, n, kSigma, out, nullptr, nullptr);
+  if (out[0] - out[0] != 0 || out[1] - out[1] != 0) {
+    alignas(64) uint16_t copy[kBlock];
+    strip_specials<F16>(p, n, copy, acc);
+    return f16_block(copy, n, acc, nonzero);
+  }
+  if (out[0] == 0 && out[1] == 0) {
+    for (int64_t i = 0; i < n; ++i) nonzero |= p[i] != 0x8000;
+    return;
+  }
+  nonzero = true;
+  for (double v : out)
+    if (v != 0) acc->add(v);
+}
+
 // Full blocks in a pipeline: each block's windows take the next block's stats on the way (its
 // lines arrive from L3 under the adds); the last, partial block copied and padded with -0.0
 // (adds nothing, keeps -0.0).
@@ -496,7 +518,9 @@ void exact_fast(const typename Fmt::In* x, int64_t n, ExactAcc* acc) {
   if (n <= 0) return;
   bool nonzero = false;
   int64_t i = 0;
-  if (n >= kBlock) {
+  if constexpr (std::is_same_v<Fmt, F16>) {
+    for (; i + kBlock <= n; i += kBlock) f16_block(x + i, kBlock, acc, nonzero);
+  } else if (n >= kBlock) {
     Stats st = block_stats<Fmt>(x, kBlock);
     for (; i + kBlock <= n; i += kBlock) {
       const In* next = i + 2 * kBlock <= n ? x + i + kBlock : nullptr;
@@ -513,7 +537,8 @@ void exact_fast(const typename Fmt::In* x, int64_t n, ExactAcc* acc) {
     else negzero = In(-0.0);
     std::fill(pad, pad + padded, negzero);
     std::memcpy(pad, x + i, real * sizeof(In));
-    exact_block<Fmt, V>(pad, padded, real, block_stats<Fmt>(pad, padded), nullptr, nullptr, acc, nonzero);
+    if constexpr (std::is_same_v<Fmt, F16>) f16_block(pad, padded, acc, nonzero);
+    else exact_block<Fmt, V>(pad, padded, real, block_stats<Fmt>(pad, padded), nullptr, nullptr, acc, nonzero);
   }
   // The -0.0 rule (ExactAcc::add counts flushed values as elements; set the flags directly).
   acc->any = true;
