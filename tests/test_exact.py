@@ -324,12 +324,52 @@ def test_exact_is_a_sum_only():
 
 
 # The exact state: what partial sums exchange (distributed sums, DTensor).
+EXACT_CHUNKS = 68  # exact.h's kExactChunks: the state's words before its five counts
+
+
 def state(x, *args, **kwargs):
     return torch.ops.treduce._exact_state(x, *args, **kwargs)
 
 
 def round_state(s, dtype):
     return torch.ops.treduce._exact_round(s, dtype)
+
+
+def normalized(words):
+    """Exact states added word-wise, carried as exact.h's exact_normalize does (its unique form),
+    their counts as one state has them (0 or 1)."""
+    w = words.clone()
+    for k in range(EXACT_CHUNKS - 1):
+        carry = w[..., k] >> 32
+        w[..., k] -= carry << 32
+        w[..., k + 1] += carry
+    w[..., EXACT_CHUNKS:] = w[..., EXACT_CHUNKS:].clamp(max=1)
+    return w
+
+
+@pytest.mark.parametrize("dtype", FLOATS, ids=str)
+def test_cpu_strided_sums_through_copies(dtype):
+    """Strided elements are copied a block at a time, a line of neighbouring outputs together,
+    and reduced elements past 2^14 split into ranges merged after (reduce_cpu.cpp's exact_sum):
+    the states equal those of the same data as contiguous rows under 2^14 elements (in place,
+    one range each), added (full and partial groups of outputs, several copies and ranges,
+    outputs not next to each other, a whole strided tensor). Data over 2^+-40: blocks split."""
+    gen, seed = fresh_generator("cpu")
+
+    def data(*shape):
+        z = torch.randn(shape, generator=gen, dtype=torch.float64)
+        return (z * 2.0 ** torch.randint(-40, 40, shape, generator=gen)).to(dtype)
+
+    def halves(rows):  # rows: contiguous, reduced along the last dim
+        n = rows.shape[-1] // 2
+        return normalized(state(rows[..., :n].contiguous(), [-1]) + state(rows[..., n:].contiguous(), [-1]))
+
+    cols = data(20000, 37)  # dim 0: a run of 37 outputs, each 20000 elements 37 apart
+    assert torch.equal(state(cols, [0]), halves(cols.t().contiguous())), f"columns, seed {seed}"
+    apart = data(7, 3000, 5).permute(2, 1, 0)  # dim 1: stride 5; neighbouring outputs 15000 apart
+    assert torch.equal(state(apart, [1]), state(apart.permute(0, 2, 1).contiguous(), [2])), f"apart, seed {seed}"
+    every_other = data(40000)[::2]
+    assert torch.equal(state(every_other), halves(every_other.contiguous())), f"strided whole, seed {seed}"
 
 
 @pytest.mark.parametrize("device", DEVICES)

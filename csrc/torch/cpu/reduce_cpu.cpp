@@ -1859,16 +1859,14 @@ at::Tensor run_sum_or_mean(const Prepared& p) {
   return p.out;
 }
 
-// The exact sum of floating elements (exact.h), over any layout: whole tensors in chunks of
-// 64K elements on all threads, each its own accumulator, merged (an exact sum has no order);
-// over dims, one accumulator an output, the outputs on all threads. emit(j, acc) takes output
-// j's accumulator (j: the output's offset in the contiguous result).
-template <class T>
-double exact_value(T v) {
-  if constexpr (std::is_same_v<T, double> || std::is_same_v<T, float>) return v;
-  else return double(static_cast<float>(v));
-}
-
+// The exact sum of floating elements (exact.h), over any layout. Work items are a group of
+// outputs by a range of kExactRows reduced elements, each with its own accumulators, merged
+// where a result spans several ranges (an exact sum has no order). Contiguous runs go to
+// sum_simd's block windows in place; strided elements are copied a block at a time into
+// contiguous runs first, kExactGroup neighbouring outputs together (a row of them at a time),
+// since one exact add an element cost 10 ns and more (2 cores, (65536, 128) float32 over dim 0:
+// 79 ms against auto's 0.7). emit(j, acc) takes output j's accumulator (j: the output's offset
+// in the contiguous result).
 // A contiguous run into an accumulator: the vector windows of sum_simd (about 20x faster than
 // an element at a time on data of moderate range), the same words.
 template <class T>
@@ -1876,47 +1874,81 @@ void exact_run(const T* x, int64_t n, ExactAcc* a) {
   kernels_of<T>().exact(simd_run(x), n, a);
 }
 
+constexpr int64_t kExactRows = int64_t(1) << 14;  // reduced elements a work item
+constexpr int64_t kExactCopy = 2048;               // strided elements copied at a time (one block)
+
 template <class T, class Emit>
 void exact_sum(const T* x, const Layout3& l, const Emit& emit) {
+  constexpr int64_t kExactGroup = 64 / sizeof(T);  // strided outputs read together: a line of a row
+  // Copies a line apart more than their size: at a multiple of 4 KB apart, the stores of a row
+  // all fell in one set of L1 (twice as slow as one exact add an element).
+  constexpr int64_t kStride = kExactCopy + kExactGroup;
   const int64_t outputs = l.outer * l.inner;
-  if (outputs == 1) {
-    // Strided: four accumulators a chunk, element r into r % 4 (through one accumulator each add
-    // waited for the last one's store).
-    constexpr int64_t kChunk = int64_t(1) << 16;
-    constexpr int kWays = 4;
-    const int64_t n = l.reduced, chunks = (n + kChunk - 1) / kChunk;
-    const bool run = l.in_reduced == 1;
-    std::vector<ExactAcc> acc(std::max<int64_t>(chunks, 1) * kWays);
-    at::parallel_for(0, chunks, 1, [&](int64_t c0, int64_t c1) {
-      for (int64_t c = c0; c < c1; ++c) {
-        ExactAcc* a = &acc[c * kWays];
-        const int64_t end = std::min(n, (c + 1) * kChunk);
-        int64_t r = c * kChunk;
-        if (run) {
-          exact_run(x + r, end - r, a);
-          continue;
+  const bool strided = l.in_reduced != 1;
+  const int64_t width = strided && outputs > 1 ? kExactGroup : 1;  // outputs a group
+  const int64_t groups_per_outer = (l.inner + width - 1) / width, groups = l.outer * groups_per_outer;
+  const int64_t ranges = std::max<int64_t>(1, (l.reduced + kExactRows - 1) / kExactRows);
+  // Group g's outputs (their count) and the input of its first one.
+  const auto group = [&](int64_t g, int64_t* count) {
+    const int64_t o = g / groups_per_outer, i = g % groups_per_outer * width;
+    *count = std::min(width, l.inner - i);
+    return x + l.outer_in(o) + i * l.in_inner;
+  };
+  const auto emit_group = [&](int64_t g, const ExactAcc* a) {
+    const int64_t o = g / groups_per_outer, i = g % groups_per_outer * width, count = std::min(width, l.inner - i);
+    for (int64_t k = 0; k < count; ++k) emit(l.outer_out(o) + (i + k) * l.out_inner, a[k]);
+  };
+  // Group g's elements [r0, r1) of each output into a[0 .. count).
+  const auto add_range = [&](int64_t g, int64_t r0, int64_t r1, ExactAcc* a, std::vector<T>& copy) {
+    int64_t count;
+    const T* base = group(g, &count);
+    if (!strided) return exact_run(base + r0, r1 - r0, a);
+    copy.resize(size_t(kExactGroup * kStride));
+    T* const dst = copy.data();
+    const int64_t step = l.in_reduced, across = l.in_inner;
+    for (int64_t r = r0; r < r1; r += kExactCopy) {
+      const int64_t m = std::min(kExactCopy, r1 - r);
+      const T* row = base + r * step;
+      if (count == kExactGroup && across == 1) {  // whole lines of neighbouring outputs
+        for (int64_t e = 0; e < m; ++e, row += step) {
+          __builtin_prefetch(row + 16 * step);  // (rows a page apart: no hardware prefetch)
+          for (int64_t k = 0; k < kExactGroup; ++k) dst[k * kStride + e] = row[k];
         }
-        for (; r + kWays <= end; r += kWays)
-          for (int w = 0; w < kWays; ++w) a[w].add(exact_value(x[(r + w) * l.in_reduced]));
-        for (; r < end; ++r) a[0].add(exact_value(x[r * l.in_reduced]));
+      } else {
+        for (int64_t e = 0; e < m; ++e, row += step)
+          for (int64_t k = 0; k < count; ++k) dst[k * kStride + e] = row[k * across];
+      }
+      for (int64_t k = 0; k < count; ++k) exact_run(dst + k * kStride, m, &a[k]);
+    }
+  };
+  if (ranges == 1) {
+    at::parallel_for(0, groups, 1, [&](int64_t b, int64_t e) {
+      const simd::KeepSubnormals keep;  // (emit's conversions, on this thread)
+      std::vector<T> copy;
+      for (int64_t g = b; g < e; ++g) {
+        ExactAcc a[kExactGroup];  // (552 bytes each)
+        add_range(g, 0, l.reduced, a, copy);
+        emit_group(g, a);
       }
     });
-    for (size_t c = 1; c < acc.size(); ++c) acc[0].merge(acc[c]);
-    emit(0, acc[0]);
     return;
   }
-  at::parallel_for(0, outputs, 1, [&](int64_t b, int64_t e) {
-    const simd::KeepSubnormals keep;  // (emit's conversions, on this thread)
-    for (int64_t j = b; j < e; ++j) {
-      const int64_t o = j / l.inner, i = j % l.inner;
-      const T* base = x + l.outer_in(o) + i * l.in_inner;
-      ExactAcc a;
-      if (l.in_reduced == 1) {
-        exact_run(base, l.reduced, &a);
-      } else {
-        for (int64_t r = 0; r < l.reduced; ++r) a.add(exact_value(base[r * l.in_reduced]));
-      }
-      emit(l.outer_out(o) + i * l.out_inner, a);
+  // Results over several ranges: each range's accumulators kept, merged after.
+  std::vector<ExactAcc> acc(size_t(groups * ranges * width));
+  at::parallel_for(0, groups * ranges, 1, [&](int64_t b, int64_t e) {
+    std::vector<T> copy;
+    for (int64_t t = b; t < e; ++t) {
+      const int64_t g = t / ranges, c = t % ranges;
+      add_range(g, c * kExactRows, std::min(l.reduced, (c + 1) * kExactRows), &acc[size_t(t * width)], copy);
+    }
+  });
+  at::parallel_for(0, groups, 1, [&](int64_t b, int64_t e) {
+    const simd::KeepSubnormals keep;
+    for (int64_t g = b; g < e; ++g) {
+      ExactAcc* a = &acc[size_t(g * ranges * width)];
+      for (int64_t c = 1; c < ranges; ++c)
+        for (int64_t k = 0; k < width; ++k) a[k].merge(a[c * width + k]);
+      emit_group(g, a);
     }
   });
 }
