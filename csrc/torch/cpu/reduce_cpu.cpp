@@ -1859,14 +1859,6 @@ at::Tensor run_sum_or_mean(const Prepared& p) {
   return p.out;
 }
 
-// The exact sum of floating elements (exact.h), over any layout. Work items are a group of
-// outputs by a range of kExactRows reduced elements, each with its own accumulators, merged
-// where a result spans several ranges (an exact sum has no order). Contiguous runs go to
-// sum_simd's block windows in place; strided elements are copied a block at a time into
-// contiguous runs first, kExactGroup neighbouring outputs together (a row of them at a time),
-// since one exact add an element cost 10 ns and more (2 cores, (65536, 128) float32 over dim 0:
-// 79 ms against auto's 0.7). emit(j, acc) takes output j's accumulator (j: the output's offset
-// in the contiguous result).
 // A contiguous run into an accumulator: the vector windows of sum_simd (about 20x faster than
 // an element at a time on data of moderate range), the same words.
 template <class T>
@@ -1877,31 +1869,42 @@ void exact_run(const T* x, int64_t n, ExactAcc* a) {
 constexpr int64_t kExactRows = int64_t(1) << 14;  // reduced elements a work item
 constexpr int64_t kExactCopy = 2048;               // strided elements copied at a time (one block)
 
+// The exact sum of floating elements (exact.h), over any layout. Work items are a group of
+// outputs by a range of kExactRows reduced elements, each with its own accumulators, merged
+// where a result spans several ranges (an exact sum has no order). Contiguous runs go to
+// sum_simd's block windows in place; strided elements are copied a block at a time into
+// contiguous runs first, kExactGroup neighbouring outputs together (a row of them at a time),
+// since one exact add an element cost 10 ns and more (2 cores, (65536, 128) float32 over dim 0:
+// 79 ms against auto's 0.7). emit(j, acc) takes output j's accumulator (j: the output's offset
+// in the contiguous result).
 template <class T, class Emit>
 void exact_sum(const T* x, const Layout3& l, const Emit& emit) {
   constexpr int64_t kExactGroup = 64 / sizeof(T);  // strided outputs read together: a line of a row
   // Copies a line apart more than their size: at a multiple of 4 KB apart, the stores of a row
-  // all fell in one set of L1 (twice as slow as one exact add an element).
+  // all fell in one set of L1 (4.6x the time: 17.9 ms against 3.9 for the shape above).
   constexpr int64_t kStride = kExactCopy + kExactGroup;
   const int64_t outputs = l.outer * l.inner;
   const bool strided = l.in_reduced != 1;
   const int64_t width = strided && outputs > 1 ? kExactGroup : 1;  // outputs a group
   const int64_t groups_per_outer = (l.inner + width - 1) / width, groups = l.outer * groups_per_outer;
   const int64_t ranges = std::max<int64_t>(1, (l.reduced + kExactRows - 1) / kExactRows);
-  // Group g's outputs (their count) and the input of its first one.
-  const auto group = [&](int64_t g, int64_t* count) {
+  // Group g: its outer index, its first inner index, its outputs.
+  struct Group {
+    int64_t o, i, count;
+  };
+  const auto group = [&](int64_t g) {
     const int64_t o = g / groups_per_outer, i = g % groups_per_outer * width;
-    *count = std::min(width, l.inner - i);
-    return x + l.outer_in(o) + i * l.in_inner;
+    return Group{o, i, std::min(width, l.inner - i)};
   };
   const auto emit_group = [&](int64_t g, const ExactAcc* a) {
-    const int64_t o = g / groups_per_outer, i = g % groups_per_outer * width, count = std::min(width, l.inner - i);
-    for (int64_t k = 0; k < count; ++k) emit(l.outer_out(o) + (i + k) * l.out_inner, a[k]);
+    const Group gr = group(g);
+    for (int64_t k = 0; k < gr.count; ++k) emit(l.outer_out(gr.o) + (gr.i + k) * l.out_inner, a[k]);
   };
   // Group g's elements [r0, r1) of each output into a[0 .. count).
   const auto add_range = [&](int64_t g, int64_t r0, int64_t r1, ExactAcc* a, std::vector<T>& copy) {
-    int64_t count;
-    const T* base = group(g, &count);
+    const Group gr = group(g);
+    const int64_t count = gr.count;
+    const T* base = x + l.outer_in(gr.o) + gr.i * l.in_inner;
     if (!strided) return exact_run(base + r0, r1 - r0, a);
     copy.resize(size_t(kExactGroup * kStride));
     T* const dst = copy.data();
