@@ -232,6 +232,40 @@ def test_cpu_block_ranges_read_ahead(dtype):
                 _check(torch.cat(blocks + [tail]).to(dtype), what=f"{name} in block {j} at {p}, seed {seed}")
 
 
+@pytest.mark.parametrize("dtype", FLOATS, ids=str)
+def test_cpu_column_blocks_out_of_the_guessed_range(dtype):
+    """Columns go through the CPU's column windows a block of 2048 rows at a time, each block's
+    plan guessed from the range of the blocks before it and checked by the block's own range
+    (sum_simd's exact_columns): one element out of that range (the smallest subnormal, or a large
+    value) in the second or third block of one column must still be added exactly. Each column
+    cancels exactly but for it, so a lost or rounded element shows; every column against the
+    reference."""
+    gen, seed = fresh_generator("cpu")
+    precision, min_exp, big = FORMAT[dtype]
+    block, width = 2048, 40  # 40: full groups of adjacent columns and a partial one
+    extremes = {"tiny": 2.0 ** (min_exp - precision + 1), "large": 2.0 ** (math.frexp(big)[1] - 3)}
+    for name, e in extremes.items():
+        for j in (1, 2):
+            cols = []
+            for c in range(width):
+                v = torch.randn(block, generator=gen, dtype=torch.float64).to(dtype).double()
+                u = v[: block // 2].flip(0)
+                blocks = [v.clone(), -v, torch.cat([u, -u]), torch.zeros(77, dtype=torch.float64)]
+                if c in (3, 33):  # in a full group and in the partial one
+                    p = int(torch.randint(0, block, (1,), generator=gen))
+                    blocks[j][p] = e
+                    if j == 1:
+                        blocks[0][p] = 0.0
+                    else:
+                        blocks[2][block - 1 - p] = 0.0
+                cols.append(torch.cat(blocks))
+            x = torch.stack(cols, 1).to(dtype)
+            got = exact(x, 0)
+            for c in range(width):
+                want = reference(x[:, c])
+                assert same_bits(got[c], want), f"{name} in block {j}, column {c}: got {got[c].item()}, want {want.item()}, seed {seed}"
+
+
 def test_cpu_flush_denormal_does_not_change_the_sum():
     """torch.set_flush_denormal(True) sets the CPU's flush-to-zero and denormals-are-zero bits;
     the exact sum's lanes must still see subnormals (exact_blocks clears them for its call)."""
@@ -274,6 +308,55 @@ def test_cpu_bits_do_not_depend_on_the_instruction_set(tmp_path):
     base = torch.load(tmp_path / "base.pt")
     for (x, d), b in zip(inputs, base):
         assert torch.equal(state(x, None if d is None else [d]), b), f"{x.dtype} dim={d}: seed {seed}"
+
+
+def _short_rows(dtype, n, gen):
+    """Rows of n elements (float64 values exact in dtype) whose sums test each way a short row
+    can be rounded (reduce_cpu.cpp's exact_sum, sum_simd's exact_short): ties to even, ties
+    broken by an element far below (past a double's reach, so that adding the row in double
+    rounds), sums near overflow and below the normal range, signed zeros, specials, moderate and
+    spread random data. The non-zero elements at random places, zeros elsewhere; rows with
+    infinities and NaN last (the CPU's columns of a group with one take another path)."""
+    precision, min_exp, big = FORMAT[dtype]
+    tiny = 2.0 ** (min_exp - precision + 1)
+    top = 2.0 ** precision  # 1 is half its ulp
+    half_ulp_big = 2.0 ** (math.frexp(big)[1] - 1 - precision)
+    rows = [[top, 1.0], [top, 3.0], [-top, -1.0], [big, half_ulp_big], [big, half_ulp_big, -tiny], [big, big],
+            [tiny] * 3 + [-tiny], [2.0**min_exp, tiny - 2.0**min_exp], [-0.0, -0.0], [-0.0, 0.0], [1.0, -1.0]]
+    specials = [[1.0, math.nan], [math.inf, -big], [math.inf, -math.inf]]  # last: a group of their own
+    for k in range(0, 140, 3):  # the tie broken far below, both ways, as far as dtype reaches
+        if 2.0**-k >= tiny:
+            rows += [[top, 1.0, 2.0**-k], [top, 1.0, -(2.0**-k)], [-top, 3.0, 2.0**-k]]
+    for a in (2.0**-5, 2.0**-20):  # the same by a last bit that only the smallest level holds
+        if a * 2.0 ** (1 - precision) >= tiny:
+            rows += [[top, 1.0, a + a * 2.0 ** (1 - precision), -a], [top, 1.0, -a - a * 2.0 ** (1 - precision), a]]
+    rows = [r[:n] for r in rows if len(r) <= n or n == 1]
+    for scale in (0, 20, 40):  # random data: one window level, splits, the accumulator
+        for _ in range(6):
+            z = torch.randn(n, generator=gen, dtype=torch.float64)
+            rows.append((z * 2.0 ** torch.randint(-scale, scale + 1, (n,), generator=gen)).to(dtype).double().tolist())
+    rows += [r[:n] for r in specials]
+    x = torch.zeros(len(rows), n, dtype=torch.float64)
+    for i, r in enumerate(rows):
+        x[i, torch.randperm(n, generator=gen)[: len(r)]] = torch.tensor(r, dtype=torch.float64)
+    return x.to(dtype)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", FLOATS, ids=str)
+def test_short_rows_round_once(device, dtype):
+    """Sums over the last dim and over dim 0 (strided: the CPU copies them) of rows of 1 to 2049
+    elements (2048: the CPU's short rows, taken without an accumulator where they can be), each
+    row against the reference."""
+    gen, seed = fresh_generator("cpu")
+    for n in (1, 3, 32, 33, 128, 2048, 2049):
+        x = _short_rows(dtype, n, gen)
+        want = [reference(r) for r in x]
+        for what, got in (("rows", exact(x.to(device), -1)), ("columns", exact(x.t().contiguous().to(device), 0))):
+            for j, ref in enumerate(want):
+                assert same_bits(got[j].cpu(), ref), (
+                    f"{what} of {n}, row {j} ({x[j][x[j] != 0][:4].tolist()}...), seed {seed}: "
+                    f"got {got[j].item()!r}, want {ref.item()!r}")
 
 
 @pytest.mark.parametrize(

@@ -150,6 +150,17 @@ TREDUCE_EXACT_HD double exact_round_magnitude(const int64_t* c, int top, bool ne
   return negative ? -magnitude : magnitude;
 }
 
+// exact_round_magnitude's any_below for chunks that may be nonzero from `from` up.
+struct ExactAnyFrom {
+  const int64_t* c;
+  int from;
+  TREDUCE_EXACT_HD bool operator()(int k) const {
+    for (int j = from; j < k; ++j)
+      if (c[j] != 0) return true;
+    return false;
+  }
+};
+
 // The sum held by `state` rounded once to `f` (to nearest, ties to even), as a double that the
 // format holds exactly (or +-inf, NaN): the caller converts it to the format without another
 // rounding. The chunks are left normalized, as a magnitude.
@@ -166,11 +177,36 @@ TREDUCE_EXACT_HD inline double exact_round(int64_t* state, ExactFormat f) {
   int top = kExactChunks - 1;
   while (top >= 0 && c[top] == 0) --top;
   if (top < 0) return exact_zero(state);
-  return exact_round_magnitude(c, top, negative, f, [c](int k) {
-    for (int j = 0; j < k; ++j)
-      if (c[j] != 0) return true;
-    return false;
-  });
+  return exact_round_magnitude(c, top, negative, f, ExactAnyFrom{c, 0});
+}
+
+// A sum held exactly by the double v rounded once to `f` (to nearest, ties to even): the bits
+// exact_round gives for the same sum, without an accumulator (short rows, exact_short).
+inline double exact_round_double(double v, ExactFormat f) {
+  if (f.precision >= 53 || v == 0 || v - v != 0) return v;
+  const int e = int((exact_bits(v) >> 52) & 0x7ff);
+  const int msb = (e == 0 ? 1 : e) - 1023;  // (for a subnormal, below every format's normals)
+  const int lsb = (msb > f.min_exponent ? msb : f.min_exponent) - (f.precision - 1);
+  // 2^-lsb and 2^lsb are normal doubles for the formats below double's (lsb >= -149), and the
+  // scalings are exact.
+  const double r = __builtin_rint(v * exact_double(uint64_t(1023 - lsb) << 52));
+  return r * exact_double(uint64_t(1023 + lsb) << 52);
+}
+
+// A run's exact sum given as m exact doubles (CPU exact_short's levels, whose partial sums are
+// exact when in_double) rounded once to `f`, where that takes no accumulator: the partial sums'
+// last rounded (exact_round_double), or two levels into double by IEEE's add (one rounding of
+// their exact sum). False otherwise.
+inline bool exact_round_levels(const double* levels, int m, bool in_double, ExactFormat f, double* out) {
+  if (in_double) {
+    double s = levels[0];
+    for (int k = 1; k < m; ++k) s += levels[k];
+    *out = exact_round_double(s, f);
+    return true;
+  }
+  if (f.precision < 53 || m != 2) return false;
+  *out = levels[0] + levels[1];
+  return true;
 }
 
 struct ExactAcc {
@@ -226,11 +262,40 @@ struct ExactAcc {
     words[kExactNotNegZero] = not_neg_zero != 0, words[kExactAny] = any;
   }
 
-  // The exact sum rounded once to `f` (see exact_round).
+  // The exact sum rounded once to `f`: exact_round's bits, with only the chunks in use carried
+  // and searched. (A sum spans a few of the 68 chunks: carrying all of them twice, as to_state
+  // and exact_round do, was most of a 128-element row's time, 2 cores, float32.)
   double result(ExactFormat f) const {
-    int64_t words[kExactStateWords];
-    to_state(words);
-    return exact_round(words, f);
+    if (nan || (pos_inf && neg_inf)) return exact_double(0x7ff8000000000000ull);
+    if (pos_inf) return exact_double(0x7ff0000000000000ull);
+    if (neg_inf) return exact_double(0xfff0000000000000ull);
+    const double zero = any && not_neg_zero == 0 ? -0.0 : 0.0;  // exact_zero's rule
+    int lo = 0, hi = kChunks - 1;
+    while (lo < kChunks && chunk[lo] == 0) ++lo;
+    if (lo == kChunks) return zero;
+    while (chunk[hi] == 0) --hi;
+    // Chunks [lo, top) carried into [0, 2^32), chunk top signed: the sign of the sum. Fewer
+    // than 2^30 adds keep every carry below 2^30, so one chunk above the highest in use takes them.
+    const int top = hi + 1 < kChunks ? hi + 1 : hi;
+    int64_t c[kChunks] = {};  // (zeros around the range: exact_round_magnitude reads past it)
+    for (int k = lo; k <= top; ++k) c[k] = chunk[k];
+    const auto carry = [&] {
+      for (int k = lo; k < top; ++k) {
+        const int64_t up = c[k] >> 32;
+        c[k] -= up * (int64_t(1) << 32);
+        c[k + 1] += up;
+      }
+    };
+    carry();
+    const bool negative = c[top] < 0;
+    if (negative) {
+      for (int k = lo; k <= top; ++k) c[k] = -c[k];
+      carry();
+    }
+    int t = top;
+    while (t >= lo && c[t] == 0) --t;
+    if (t < lo) return zero;
+    return exact_round_magnitude(c, t, negative, f, ExactAnyFrom{c, lo});
   }
 };
 

@@ -339,7 +339,7 @@ struct Range {
 
 // The smallest S with h + T_S <= P + G, T_S = T - S (P - h), for lanes V and h; S = -1 if none.
 template <class V>
-inline Plan plan_lanes(int T, int G, int h) {
+[[gnu::always_inline]] inline Plan plan_lanes(int T, int G, int h) {
   using L = Lane<V>;
   constexpr int P = L::kP;
   constexpr bool kDbl = std::is_same_v<V, vf64>;
@@ -361,7 +361,7 @@ inline Plan plan_lanes(int T, int G, int h) {
 // longest. Then the cheaper of that and double lanes, by costs measured in L1 (ns/element, AMD
 // Zen 4, bf16): a float split costs about as much as half a double one.
 template <class Fmt, class V>
-inline Plan plan(const Stats& st) {
+[[gnu::always_inline]] inline Plan plan(const Stats& st) {
   const Range<Fmt> r(st);
   if (r.special) return Plan{-1, 0, false, {}};
   if constexpr (std::is_same_v<V, vf64>) {
@@ -425,6 +425,34 @@ inline void strip_specials(const typename Fmt::In* p, int64_t n, typename Fmt::I
   if (any_nan | any_pos | any_neg) acc->not_neg_zero |= 1, acc->any = true;
 }
 
+// A block's windows by its plan (S >= 0) into out[0, S].
+template <class Fmt, class V>
+inline void window_plan(const Plan& pl, const typename Fmt::In* p, int64_t n, double* out,
+                        const typename Fmt::In* next, Stats* next_st) {
+  const auto* sg = pl.sigma;
+  if (pl.dbl) {
+    switch (pl.S) {
+      case 0: window_block<Fmt, vf64, 0>(p, n, sg, out, next, next_st); break;
+      case 1: window_block<Fmt, vf64, 1>(p, n, sg, out, next, next_st); break;
+      case 2: window_block<Fmt, vf64, 2>(p, n, sg, out, next, next_st); break;
+      case 3: window_block<Fmt, vf64, 3>(p, n, sg, out, next, next_st); break;
+      case 4: window_block<Fmt, vf64, 4>(p, n, sg, out, next, next_st); break;
+    }
+  } else if constexpr (std::is_same_v<V, vf32>) {
+    switch (pl.S * 8 + pl.hs) {
+      case 1: window_block<Fmt, vf32, 0, 1>(p, n, sg, out, next, next_st); break;
+      case 2: window_block<Fmt, vf32, 0, 2>(p, n, sg, out, next, next_st); break;
+      case 3: window_block<Fmt, vf32, 0, 3>(p, n, sg, out, next, next_st); break;
+      case 4: window_block<Fmt, vf32, 0, 4>(p, n, sg, out, next, next_st); break;
+      case 8 + 4: window_block<Fmt, vf32, 1, 4>(p, n, sg, out, next, next_st); break;
+      case 16 + 4: window_block<Fmt, vf32, 2, 4>(p, n, sg, out, next, next_st); break;
+      case 24 + 4: window_block<Fmt, vf32, 3, 4>(p, n, sg, out, next, next_st); break;
+      case 32 + 4: window_block<Fmt, vf32, 4, 4>(p, n, sg, out, next, next_st); break;
+      default: __builtin_unreachable();
+    }
+  }
+}
+
 // One block (n a multiple of kRowMax; `real` elements are the input's, the rest -0.0 padding) of
 // stats st. `stripped`: p is a copy without infinities and NaNs. `next` (or null): the block after
 // it, whose stats the windows take on the way; returns whether they did (into *next_st).
@@ -454,28 +482,7 @@ inline bool exact_block(const typename Fmt::In* p, int64_t n, int64_t real, cons
   const Plan pl = plan<Fmt, V>(st);
   if (pl.S < 0) return slow_block<Fmt>(p, n, acc), false;
   double out[kMaxSplits + 1] = {};
-  const auto* sg = pl.sigma;
-  if (pl.dbl) {
-    switch (pl.S) {
-      case 0: window_block<Fmt, vf64, 0>(p, n, sg, out, next, next_st); break;
-      case 1: window_block<Fmt, vf64, 1>(p, n, sg, out, next, next_st); break;
-      case 2: window_block<Fmt, vf64, 2>(p, n, sg, out, next, next_st); break;
-      case 3: window_block<Fmt, vf64, 3>(p, n, sg, out, next, next_st); break;
-      case 4: window_block<Fmt, vf64, 4>(p, n, sg, out, next, next_st); break;
-    }
-  } else if constexpr (std::is_same_v<V, vf32>) {
-    switch (pl.S * 8 + pl.hs) {
-      case 1: window_block<Fmt, vf32, 0, 1>(p, n, sg, out, next, next_st); break;
-      case 2: window_block<Fmt, vf32, 0, 2>(p, n, sg, out, next, next_st); break;
-      case 3: window_block<Fmt, vf32, 0, 3>(p, n, sg, out, next, next_st); break;
-      case 4: window_block<Fmt, vf32, 0, 4>(p, n, sg, out, next, next_st); break;
-      case 8 + 4: window_block<Fmt, vf32, 1, 4>(p, n, sg, out, next, next_st); break;
-      case 16 + 4: window_block<Fmt, vf32, 2, 4>(p, n, sg, out, next, next_st); break;
-      case 24 + 4: window_block<Fmt, vf32, 3, 4>(p, n, sg, out, next, next_st); break;
-      case 32 + 4: window_block<Fmt, vf32, 4, 4>(p, n, sg, out, next, next_st); break;
-      default: __builtin_unreachable();
-    }
-  }
+  window_plan<Fmt, V>(pl, p, n, out, next, next_st);
   // A NaN the stats passed over (float64) makes a level NaN: the block again without it.
   bool finite = true;
   for (int s = 0; s <= pl.S; ++s) finite &= out[s] - out[s] == 0;
@@ -485,7 +492,6 @@ inline bool exact_block(const typename Fmt::In* p, int64_t n, int64_t real, cons
     if (out[s] != 0) acc->add(out[s]);
   return next != nullptr;
 }
-
 // float16: every finite value is a multiple of 2^-24 below 2^16 (T <= 16, G >= -24), so one plan
 // fits every block, the one plan<F16, vf32> gives that range (float lanes, h = 4, one split at
 // 2^20), and no pass 1 is needed. Infinities and NaN make the sums non-finite (inf - sigma is inf,
@@ -507,6 +513,19 @@ inline void f16_block(const uint16_t* p, int64_t n, ExactAcc* acc, bool& nonzero
   nonzero = true;
   for (double v : out)
     if (v != 0) acc->add(v);
+}
+
+// The last, partial block's `real` elements into pad, then -0.0 (adds nothing, keeps -0.0) up
+// to a multiple of kRowMax: returns that count.
+template <class In>
+inline int64_t pad_block(const In* x, int64_t real, In* pad) {
+  const int64_t padded = (real + kRowMax - 1) / kRowMax * kRowMax;
+  In negzero;
+  if constexpr (sizeof(In) == 2) negzero = 0x8000;
+  else negzero = In(-0.0);
+  std::fill(pad + real, pad + padded, negzero);
+  std::memcpy(pad, x, real * sizeof(In));
+  return padded;
 }
 
 // Full blocks in a pipeline: each block's windows take the next block's stats on the way (its
@@ -531,12 +550,7 @@ void exact_fast(const typename Fmt::In* x, int64_t n, ExactAcc* acc) {
   }
   if (i < n) {
     alignas(64) In pad[kBlock];
-    const int64_t real = n - i, padded = (real + kRowMax - 1) / kRowMax * kRowMax;
-    In negzero;
-    if constexpr (sizeof(In) == 2) negzero = 0x8000;
-    else negzero = In(-0.0);
-    std::fill(pad, pad + padded, negzero);
-    std::memcpy(pad, x + i, real * sizeof(In));
+    const int64_t real = n - i, padded = pad_block(x + i, real, pad);
     if constexpr (std::is_same_v<Fmt, F16>) f16_block(pad, padded, acc, nonzero);
     else exact_block<Fmt, V>(pad, padded, real, block_stats<Fmt>(pad, padded), nullptr, nullptr, acc, nonzero);
   }
@@ -545,6 +559,204 @@ void exact_fast(const typename Fmt::In* x, int64_t n, ExactAcc* acc) {
   if (nonzero) acc->not_neg_zero |= 1;
 }
 
+
+// A short run (n <= kBlock, sum_simd.h's `exact_short`) as its window levels, with no
+// accumulator: a row of 128 float32 elements spent ten times its adds in its accumulator and
+// the rounding. Returns their count, or 0 where the run takes exact_fast's path (infinities,
+// NaN, only zeros, no window fits). *in_double: added in order, the levels' partial sums are all
+// exact doubles, so the last is the run's exact sum. (The levels' first j sum the elements less
+// their residues after j splits: multiples of 2^G within 2^(T + h + 1), n <= 2^h, held exactly
+// when T + h + 1 - G <= 53.) float16 takes its one plan, whose bound always holds (16 + 11 + 1 + 24).
+template <class Fmt, class V>
+int exact_short(const typename Fmt::In* x, int64_t n, double* levels, bool* in_double) {
+  using In = typename Fmt::In;
+  static_assert(kMaxSplits + 1 == kExactShortLevels && kBlock == kExactShortMax);
+  if (n <= 0 || n > kBlock) return 0;
+  const KeepSubnormals keep;
+  alignas(64) In pad[kBlock];
+  const In* p = x;
+  int64_t padded = n;
+  if (n % kRowMax != 0) padded = pad_block(x, n, pad), p = pad;
+  double out[kMaxSplits + 1] = {};
+  int S, T, G;
+  if constexpr (std::is_same_v<Fmt, F16>) {
+    static constexpr double kSigma[kMaxSplits] = {1048576.0};  // f16_block's plan
+    window_block<F16, vf32, 1, 4>(p, padded, kSigma, out, nullptr, nullptr);
+    if (out[0] == 0 && out[1] == 0) return 0;  // (the elements decide -0.0)
+    S = 1, T = 16, G = -24;
+  } else {
+    const Stats st = block_stats<Fmt>(p, padded);
+    const Range<Fmt> r(st);
+    if (r.special || st.amax == 0) return 0;
+    const Plan pl = plan<Fmt, V>(st);
+    if (pl.S < 0) return 0;
+    window_plan<Fmt, V>(pl, p, padded, out, nullptr, nullptr);
+    S = pl.S, T = r.T, G = r.G;
+  }
+  for (int s = 0; s <= S; ++s)
+    if (out[s] - out[s] != 0) return 0;  // infinities, or a NaN the stats passed over
+  const int h = n > 1 ? 64 - __builtin_clzll(uint64_t(n - 1)) : 0;
+  *in_double = T + h + 1 - G <= 53;
+  for (int s = 0; s <= S; ++s) levels[s] = out[s];
+  return S + 1;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Columns: kColumns adjacent columns over up to kBlock rows (ld elements apart), each vector
+// lane one column, the lanes never added across: the same windows as window_block with the
+// same bounds (a lane takes at most kBlock elements), read from the strided rows in place. Was:
+// each column's elements copied into a contiguous run first (2 cores, float32 (4096, 4096)
+// over dim 0: 6.8 ms, 5x auto's sum).
+template <class Fmt>
+inline constexpr int kColumns = exact_columns_of(sizeof(typename Fmt::In));
+
+// Row r of the group into the lanes (kColumns / 8 loads of 8 elements).
+template <class Fmt, class V, int S, int HS = Lane<V>::kLogAdds>
+[[gnu::noinline]] void window_columns(const typename Fmt::In* p, int64_t ld, int64_t rows, const double* sigma,
+                                      double* out, Stats* stats) {
+  using L = Lane<V>;
+  using A = typename L::A;
+  constexpr bool kFloat = std::is_same_v<V, vf32>;
+  constexpr int C = kColumns<Fmt>, kVec = C / 8 * L::kV;  // vectors a row
+  constexpr int U = 2;  // rows in flight, each with its accumulators (independent add chains)
+  V sig[S > 0 ? S : 1];
+  for (int s = 0; s < S; ++s) sig[s] = V{} + A(sigma[s]);
+  V acc[U][S + 1][kVec];
+  vf64 wide[S + 1][kFloat ? 2 * kVec : kVec];  // float lanes: their double tier; double lanes: the total
+  for (auto& a : acc)
+    for (auto& lv : a)
+      for (V& v : lv) v = V{};
+  for (auto& lv : wide)
+    for (vf64& v : lv) v = vf64{};
+  StatsOf<Fmt> st;  // the rows' own range, taken on the way (the next rows prefetched)
+  constexpr int64_t kRowBytes = C * int64_t(sizeof(*p));
+  static_assert(kRowBytes % decltype(st)::kChunk == 0);
+  const int64_t ahead = 16 * ld * int64_t(sizeof(*p));  // (rows a page apart: no hardware prefetch)
+  const auto row = [&](const typename Fmt::In* r, V (&a)[S + 1][kVec]) {
+    for (int64_t b = 0; b < kRowBytes; b += st.kChunk) st.add(reinterpret_cast<const char*>(r) + b, ahead);
+    for (int g = 0; g < C / 8; ++g) {
+      V x[L::kV];
+      load8<Fmt, V>(r + 8 * g, x);
+      for (int k = 0; k < L::kV; ++k) {
+        V t = x[k];
+        const int j = g * L::kV + k;
+        for (int s = 0; s < S; ++s) {  // window_block's split, exact by the same bounds
+          const V q = (t + sig[s]) - sig[s];
+          a[s][j] = q + a[s][j];
+          t -= q;
+        }
+        a[S][j] += t;
+      }
+    }
+  };
+  // Rows [from, to) into acc, then acc into wide (float lanes every kSub rows, as window_block).
+  const auto rows_into_wide = [&](int64_t from, int64_t to) {
+    int64_t i = from;
+    for (; i + U <= to; i += U)
+      for (int u = 0; u < U; ++u) row(p + (i + u) * ld, acc[u]);
+    if (i < to) row(p + i * ld, acc[0]);
+    for (int u = 0; u < U; ++u)
+      for (int s = 0; s <= S; ++s)
+        for (int j = 0; j < kVec; ++j) {
+          if constexpr (kFloat) {
+            vf64 lo, hi;
+            widen(acc[u][s][j], lo, hi);
+            wide[s][2 * j] += lo;
+            wide[s][2 * j + 1] += hi;
+          } else {
+            wide[s][j] += acc[u][s][j];
+          }
+          acc[u][s][j] = V{};
+        }
+  };
+  constexpr int64_t kSub = kFloat ? int64_t(U) << HS : kBlock;  // rows between moves into wide
+  for (int64_t i = 0; i < rows; i += kSub) rows_into_wide(i, std::min(rows, i + kSub));
+  // Lane j of wide's vectors is column j in order: float lanes widened in halves, in order.
+  for (int s = 0; s <= S; ++s)
+    for (int v = 0; v < (kFloat ? 2 * kVec : kVec); ++v)
+      for (int j = 0; j < kDL; ++j) out[s * C + v * kDL + j] = wide[s][v][j];
+  *stats = st.result();
+}
+
+// The windows of a plan (S >= 0) over a group of columns.
+template <class Fmt, class V>
+inline void window_columns_plan(const Plan& pl, const typename Fmt::In* p, int64_t ld, int64_t rows, double* out,
+                                Stats* st) {
+  const auto* sg = pl.sigma;
+  if (pl.dbl) {
+    switch (pl.S) {
+      case 0: window_columns<Fmt, vf64, 0>(p, ld, rows, sg, out, st); break;
+      case 1: window_columns<Fmt, vf64, 1>(p, ld, rows, sg, out, st); break;
+      case 2: window_columns<Fmt, vf64, 2>(p, ld, rows, sg, out, st); break;
+      case 3: window_columns<Fmt, vf64, 3>(p, ld, rows, sg, out, st); break;
+      case 4: window_columns<Fmt, vf64, 4>(p, ld, rows, sg, out, st); break;
+    }
+  } else if constexpr (std::is_same_v<V, vf32>) {
+    switch (pl.S * 8 + pl.hs) {
+      case 1: window_columns<Fmt, vf32, 0, 1>(p, ld, rows, sg, out, st); break;
+      case 2: window_columns<Fmt, vf32, 0, 2>(p, ld, rows, sg, out, st); break;
+      case 3: window_columns<Fmt, vf32, 0, 3>(p, ld, rows, sg, out, st); break;
+      case 4: window_columns<Fmt, vf32, 0, 4>(p, ld, rows, sg, out, st); break;
+      case 8 + 4: window_columns<Fmt, vf32, 1, 4>(p, ld, rows, sg, out, st); break;
+      case 16 + 4: window_columns<Fmt, vf32, 2, 4>(p, ld, rows, sg, out, st); break;
+      case 24 + 4: window_columns<Fmt, vf32, 3, 4>(p, ld, rows, sg, out, st); break;
+      case 32 + 4: window_columns<Fmt, vf32, 4, 4>(p, ld, rows, sg, out, st); break;
+      default: __builtin_unreachable();
+    }
+  }
+}
+
+// The entry (sum_simd.h's `exact_columns`): one plan for the group's block (its range over all
+// its elements), each column's levels into levels[s * kColumns + column]. Returns the levels a
+// column, or 0 where the group takes the copies' path (infinities, NaN, only zeros, no window).
+// *in_double: as exact_short's, for every column.
+//
+// The plan is guessed from *seen, the range of the blocks before it (as ExactColumnsSeen: none
+// yet when amax is 0), and the windows take the block's own range on the way: one pass over
+// memory, where a range pass of its own waited on rows a page apart (2 cores, float32 (4096,
+// 4096) over dim 0: 9.5 ms, 7x auto's sum, 38% in that pass). A block out of the guessed range
+// is done again with its own plan, from L2. Any plan valid for the block gives the same exact
+// levels' sum (the guess's plan is valid for every block within its range: the proof at the
+// top needs only |x| < 2^T and x a multiple of 2^G), and in_double takes the block's own range.
+template <class Fmt, class V>
+int exact_columns(const typename Fmt::In* x, int64_t ld, int64_t rows, double* levels, bool* in_double,
+                  ExactColumnsSeen* seen) {
+  static_assert(kMaxSplits + 1 == kExactShortLevels && kBlock == kExactShortMax);
+  if (rows <= 0 || rows > kBlock) return 0;
+  const KeepSubnormals keep;
+  const Stats guess{seen->amax, seen->amin_nz};
+  Stats st{};
+  Plan pl{-1, 0, false, {}};
+  if (guess.amax != 0) {
+    pl = plan<Fmt, V>(guess);
+    if (pl.S >= 0) window_columns_plan<Fmt, V>(pl, x, ld, rows, levels, &st);
+  }
+  if (pl.S < 0) {  // no guess: the block's range first
+    StatsOf<Fmt> pass;
+    constexpr int64_t kRowBytes = kColumns<Fmt> * int64_t(sizeof(*x));
+    const int64_t ahead = 16 * ld * int64_t(sizeof(*x));
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t b = 0; b < kRowBytes; b += pass.kChunk) pass.add(reinterpret_cast<const char*>(x + r * ld) + b, ahead);
+    st = pass.result();
+  }
+  const Range<Fmt> r(st);
+  if (r.special || st.amax == 0) return 0;
+  const Range<Fmt> g(guess);
+  if (pl.S < 0 || r.T > g.T || r.G < g.G) {  // no guess, or the block out of its range
+    Stats again;
+    pl = plan<Fmt, V>(st);
+    if (pl.S < 0) return 0;
+    window_columns_plan<Fmt, V>(pl, x, ld, rows, levels, &again);
+  }
+  for (int k = 0; k < (pl.S + 1) * kColumns<Fmt>; ++k)
+    if (levels[k] - levels[k] != 0) return 0;  // a NaN the stats passed over (float64)
+  // The next guess: the ranges seen so far together (|x| bits order as |x|).
+  seen->amax = std::max(seen->amax, st.amax);
+  seen->amin_nz = guess.amax != 0 ? std::min(seen->amin_nz, st.amin_nz) : st.amin_nz;
+  const int h = rows > 1 ? 64 - __builtin_clzll(uint64_t(rows - 1)) : 0;
+  *in_double = r.T + h + 1 - r.G <= 53;
+  return pl.S + 1;
+}
 
 // The entry (sum_simd.h's `exact`), subnormals kept whatever the thread's mode.
 template <class Fmt, class V>

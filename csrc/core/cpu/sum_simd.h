@@ -72,6 +72,18 @@ struct ExpSum {
   T max, sum;
 };
 
+inline constexpr int kExactShortLevels = 5;        // exact_short's levels at most
+inline constexpr int64_t kExactShortMax = 2048;    // and its elements at most (one block)
+// exact_columns' columns a group for elements of `bytes` bytes: a 64-byte line of a row (two for
+// float64, whose stats take 128 bytes at a time).
+constexpr int exact_columns_of(int bytes) { return bytes == 8 ? 16 : 64 / bytes; }
+
+// The largest and smallest nonzero magnitude of the elements exact_columns has seen, as bit
+// patterns of their format (amax 0: none yet): its guess of the next block's plan.
+struct ExactColumnsSeen {
+  uint64_t amax = 0, amin_nz = 0;
+};
+
 // The kernels of one element type: In its storage (16-bit floats as their bits), S the type its
 // sums are taken in, E the type of its extrema. A null entry has no kernel (sums of 8- to 32-bit
 // integers, exact sums of integers): reduce_cpu.cpp asks only for those its ops have.
@@ -99,6 +111,14 @@ struct TypeKernels {
   // variant="exact": the run's elements added into *acc, exactly (exact.h), the same words on
   // every instruction set.
   void (*exact)(const In*, int64_t, ExactAcc*);
+  // The same for a run of n <= kExactShortMax elements with no accumulator: its exact sum as at
+  // most kExactShortLevels doubles (their count returned; 0: take `exact`), *in_double telling
+  // whether adding them in order is exact (then that double is the run's exact sum).
+  int (*exact_short)(const In*, int64_t n, double* levels, bool* in_double);
+  // The same for each of exact_columns_of(sizeof(In)) adjacent columns over rows <= kExactShortMax
+  // rows, row r at x + r * ld: column c's level s into levels[s * columns + c]; one count for all.
+  // *seen: the range of the blocks before (zero-initialised for none), widened by this one.
+  int (*exact_columns)(const In*, int64_t ld, int64_t rows, double* levels, bool* in_double, ExactColumnsSeen* seen);
   // Extrema of `rows` runs of n >= 1 elements (as sum), NaN winning (NaN, both halves, when the
   // run has one): [0] the minimum, [1] the maximum, [2] both (the others' unused half is the
   // type's top or bottom); 16-bit floats as floats. Lanes are free here: nothing rounds.

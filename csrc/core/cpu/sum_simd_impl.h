@@ -1203,7 +1203,10 @@ inline void f32_from_f16(const uint16_t* x, int64_t n, float* out) {
 // lanes; its extrema compare signed ones); the sums, nansum, sumsq, sumabs and exact entries only where
 // given.
 template <class L, class LE, class S, bool kSums, bool kFloat>
-constexpr auto type_kernels(void (*exact)(const typename LE::In*, int64_t, ExactAcc*)) {
+constexpr auto type_kernels(void (*exact)(const typename LE::In*, int64_t, ExactAcc*) = nullptr,
+                            int (*exact_short)(const typename LE::In*, int64_t, double*, bool*) = nullptr,
+                            int (*exact_columns)(const typename LE::In*, int64_t, int64_t, double*, bool*,
+                                                 ExactColumnsSeen*) = nullptr) {
   using In = typename LE::In;
   using E = std::remove_reference_t<decltype(typename LE::V{}[0])>;
   TypeKernels<In, S, E> t{};
@@ -1219,6 +1222,8 @@ constexpr auto type_kernels(void (*exact)(const typename LE::In*, int64_t, Exact
     t.prod_columns = &sum_columns<L, S, true>;
   }
   t.exact = exact;
+  t.exact_short = exact_short;
+  t.exact_columns = exact_columns;
   t.extremum[0] = &extremum_rows<LE, 0>;
   t.extremum[1] = &extremum_rows<LE, 1>;
   t.extremum[2] = &extremum_rows<LE, 2>;
@@ -1240,15 +1245,20 @@ constexpr auto type_kernels(void (*exact)(const typename LE::In*, int64_t, Exact
 
 inline SumKernels kernels() {
   SumKernels k{};
-  k.f32 = type_kernels<LoadF32, LoadF32, float, true, true>(&exact_blocks::run<exact_blocks::F32, vf64>);
-  k.f64 = type_kernels<LoadF64, LoadF64, double, true, true>(&exact_blocks::run<exact_blocks::F64, vf64>);
-  k.f16 = type_kernels<LoadF16, LoadF16, float, true, true>(&exact_blocks::run<exact_blocks::F16, vf32>);
-  k.bf16 = type_kernels<LoadBF16, LoadBF16, float, true, true>(&exact_blocks::run<exact_blocks::BF16, vf32>);
-  k.i64 = type_kernels<LoadI64, LoadI64Signed, int64_t, true, false>(nullptr);
-  k.i32 = type_kernels<LoadI32, LoadI32, int64_t, false, false>(nullptr);
-  k.i16 = type_kernels<LoadI16, LoadI16, int64_t, false, false>(nullptr);
-  k.i8 = type_kernels<LoadI8, LoadI8, int64_t, false, false>(nullptr);
-  k.u8 = type_kernels<LoadU8, LoadU8, int64_t, false, false>(nullptr);
+  namespace xb = exact_blocks;
+  k.f32 = type_kernels<LoadF32, LoadF32, float, true, true>(&xb::run<xb::F32, vf64>, &xb::exact_short<xb::F32, vf64>,
+                                                            &xb::exact_columns<xb::F32, vf64>);
+  k.f64 = type_kernels<LoadF64, LoadF64, double, true, true>(&xb::run<xb::F64, vf64>, &xb::exact_short<xb::F64, vf64>,
+                                                             &xb::exact_columns<xb::F64, vf64>);
+  k.f16 = type_kernels<LoadF16, LoadF16, float, true, true>(&xb::run<xb::F16, vf32>, &xb::exact_short<xb::F16, vf32>,
+                                                            &xb::exact_columns<xb::F16, vf32>);
+  k.bf16 = type_kernels<LoadBF16, LoadBF16, float, true, true>(
+      &xb::run<xb::BF16, vf32>, &xb::exact_short<xb::BF16, vf32>, &xb::exact_columns<xb::BF16, vf32>);
+  k.i64 = type_kernels<LoadI64, LoadI64Signed, int64_t, true, false>();
+  k.i32 = type_kernels<LoadI32, LoadI32, int64_t, false, false>();
+  k.i16 = type_kernels<LoadI16, LoadI16, int64_t, false, false>();
+  k.i8 = type_kernels<LoadI8, LoadI8, int64_t, false, false>();
+  k.u8 = type_kernels<LoadU8, LoadU8, int64_t, false, false>();
   k.f32_wide = &sum_f32_wide;
   k.f64_compensated = &sum_f64_compensated;
   k.f16_from_f32 = &f16_from_f32;

@@ -1866,92 +1866,190 @@ void exact_run(const T* x, int64_t n, ExactAcc* a) {
   kernels_of<T>().exact(simd_run(x), n, a);
 }
 
+// A short run's levels (sum_simd's exact_short: exact partial sums of elements not all zero)
+// into an accumulator, as its elements would leave it.
+void add_levels(const double* levels, int m, ExactAcc* a) {
+  for (int k = 0; k < m; ++k)
+    if (levels[k] != 0) a->add(levels[k]);
+  a->any = true;
+  a->not_neg_zero |= 1;
+}
+
 constexpr int64_t kExactRows = int64_t(1) << 14;  // reduced elements a work item
 constexpr int64_t kExactCopy = 2048;               // strided elements copied at a time (one block)
+static_assert(kExactCopy == simd::kExactShortMax);  // (a short run is one copy, a group's block one call)
+
+// Strided outputs reduced together: exact_columns' group (a line of a row; two of float64).
+template <class T>
+constexpr int64_t kExactGroup = simd::exact_columns_of(sizeof(T));
+// The levels of such a group (exact_columns'), as namespace constants: GCC 12 failed on array
+// bounds from the function's own constants inside its generic lambdas.
+template <class T>
+constexpr int64_t kExactGroupLevels = simd::kExactShortLevels * kExactGroup<T>;
+
+// Whether a run of n elements `step` apart has one other than -0.0 (the exact sum's zero rule).
+template <class T>
+bool any_but_negative_zero(const T* p, int64_t n, int64_t step) {
+  using B = std::conditional_t<sizeof(T) == 8, uint64_t, std::conditional_t<sizeof(T) == 4, uint32_t, uint16_t>>;
+  constexpr B kNegZero = B(B(1) << (8 * sizeof(B) - 1));
+  for (int64_t i = 0; i < n; ++i) {
+    B b;
+    std::memcpy(&b, p + i * step, sizeof b);
+    if (b != kNegZero) return true;
+  }
+  return false;
+}
+
+// exact_sum's work: groups of outputs (kExactGroup<T> adjacent ones where elements are strided, else
+// one), and each group's elements as contiguous runs (in place, or copied a block at a time) or,
+// for a whole group of adjacent outputs, as column blocks in place (sum_simd's exact_columns).
+template <class T>
+struct ExactGroups {
+  // Copies a line apart more than their size: at a multiple of 4 KB apart, the stores of a row
+  // all fell in one set of L1 (4.6x the time: 17.9 ms against 3.9 for (65536, 128) float32 over dim 0).
+  static constexpr int64_t kStride = kExactCopy + kExactGroup<T>;
+  struct Group {
+    int64_t o, i, count;  // its outer index, its first inner index, its outputs
+  };
+  const T* x;
+  const Layout3& l;
+  const bool strided = l.in_reduced != 1;
+  const int64_t width = strided && l.outer * l.inner > 1 ? kExactGroup<T> : 1;  // outputs a group
+  const int64_t per_outer = (l.inner + width - 1) / width, count = l.outer * per_outer;
+  const int64_t step = l.in_reduced, across = l.in_inner;
+
+  Group group(int64_t g) const {
+    const int64_t o = g / per_outer, i = g % per_outer * width;
+    return Group{o, i, std::min(width, l.inner - i)};
+  }
+  int64_t out(const Group& gr, int64_t k) const { return l.outer_out(gr.o) + (gr.i + k) * l.out_inner; }
+
+  // Group g's elements [r0, r1) of each output: run(k, p, m) for output k's next m elements at p
+  // (in place or copied), or columns(levels, nl, in_double, p, m) for the next m rows of a whole
+  // group of adjacent outputs (exact_columns' levels; the rows at p, step apart). seen: the range
+  // of the work item's column blocks so far (exact_columns' guess).
+  template <class Run, class Columns>
+  void for_runs(int64_t g, int64_t r0, int64_t r1, std::vector<T>& copy, simd::ExactColumnsSeen& seen, const Run& run,
+                const Columns& columns) const {
+    const Group gr = group(g);
+    const T* base = x + l.outer_in(gr.o) + gr.i * across;
+    if (!strided) return run(0, base + r0, r1 - r0);
+    for (int64_t r = r0; r < r1; r += kExactCopy) {
+      const int64_t m = std::min(kExactCopy, r1 - r);
+      const T* row = base + r * step;
+      if (gr.count == kExactGroup<T> && across == 1) {
+        double levels[kExactGroupLevels<T>];
+        bool in_double = false;
+        const int nl = kernels_of<T>().exact_columns(simd_run(row), step, m, levels, &in_double, &seen);
+        if (nl > 0) {
+          columns(levels, nl, in_double, row, m);
+          continue;
+        }
+      }
+      copy.resize(size_t(kExactGroup<T> * kStride));
+      T* const dst = copy.data();
+      for (int64_t e = 0; e < m; ++e, row += step) {
+        __builtin_prefetch(row + 16 * step);  // (rows a page apart: no hardware prefetch)
+        for (int64_t k = 0; k < gr.count; ++k) dst[k * kStride + e] = row[k * across];
+      }
+      for (int64_t k = 0; k < gr.count; ++k) run(k, dst + k * kStride, m);
+    }
+  }
+};
 
 // The exact sum of floating elements (exact.h), over any layout. Work items are a group of
 // outputs by a range of kExactRows reduced elements, each with its own accumulators, merged
 // where a result spans several ranges (an exact sum has no order). Contiguous runs go to
-// sum_simd's block windows in place; strided elements are copied a block at a time into
-// contiguous runs first, kExactGroup neighbouring outputs together (a row of them at a time),
-// since one exact add an element cost 10 ns and more (2 cores, (65536, 128) float32 over dim 0:
-// 79 ms against auto's 0.7). emit(j, acc) takes output j's accumulator (j: the output's offset
-// in the contiguous result).
-template <class T, class Emit>
-void exact_sum(const T* x, const Layout3& l, const Emit& emit) {
-  constexpr int64_t kExactGroup = 64 / sizeof(T);  // strided outputs read together: a line of a row
-  // Copies a line apart more than their size: at a multiple of 4 KB apart, the stores of a row
-  // all fell in one set of L1 (4.6x the time: 17.9 ms against 3.9 for the shape above).
-  constexpr int64_t kStride = kExactCopy + kExactGroup;
-  const int64_t outputs = l.outer * l.inner;
-  const bool strided = l.in_reduced != 1;
-  const int64_t width = strided && outputs > 1 ? kExactGroup : 1;  // outputs a group
-  const int64_t groups_per_outer = (l.inner + width - 1) / width, groups = l.outer * groups_per_outer;
+// sum_simd's block windows in place. Strided elements: a group of kExactGroup adjacent outputs
+// (a line of a row) goes through sum_simd's column windows in place, a block of rows a call; other
+// groups are copied a block at a time into contiguous runs first (one exact add an element was
+// 10 ns and more: 2 cores, (65536, 128) float32 over dim 0, 79 ms against auto's 0.7).
+// emit(j, acc) takes output j's accumulator (j: the output's offset in the contiguous result).
+// Results of at most kExactShortMax elements come as their windows' levels first (exact_short,
+// exact_columns): emit_levels(j, levels, m, in_double) takes them where it can do without an
+// accumulator (returns true), as a row of 128 float32 elements spent ten times its adds in its
+// accumulator and the rounding.
+template <class T, class Emit, class EmitLevels>
+void exact_sum(const T* x, const Layout3& l, const Emit& emit, const EmitLevels& emit_levels) {
+  constexpr int64_t kGroup = kExactGroup<T>;
+  const ExactGroups<T> w{x, l};
   const int64_t ranges = std::max<int64_t>(1, (l.reduced + kExactRows - 1) / kExactRows);
-  // Group g: its outer index, its first inner index, its outputs.
-  struct Group {
-    int64_t o, i, count;
+  // Output k's levels of a group's block (m rows from p) into its accumulator; the zero rule from
+  // the elements when all its levels are zero.
+  const auto add_column = [&](const double* levels, int nl, const T* p, int64_t m, int64_t k, ExactAcc* a) {
+    for (int s = 0; s < nl; ++s)
+      if (levels[s * kGroup + k] != 0) a->add(levels[s * kGroup + k]);
+    a->any = true;
+    if (a->not_neg_zero == 0 && any_but_negative_zero(p + k, m, w.step)) a->not_neg_zero = 1;
   };
-  const auto group = [&](int64_t g) {
-    const int64_t o = g / groups_per_outer, i = g % groups_per_outer * width;
-    return Group{o, i, std::min(width, l.inner - i)};
-  };
-  const auto emit_group = [&](int64_t g, const ExactAcc* a) {
-    const Group gr = group(g);
-    for (int64_t k = 0; k < gr.count; ++k) emit(l.outer_out(gr.o) + (gr.i + k) * l.out_inner, a[k]);
-  };
-  // Group g's elements [r0, r1) of each output into a[0 .. count).
-  const auto add_range = [&](int64_t g, int64_t r0, int64_t r1, ExactAcc* a, std::vector<T>& copy) {
-    const Group gr = group(g);
-    const int64_t count = gr.count;
-    const T* base = x + l.outer_in(gr.o) + gr.i * l.in_inner;
-    if (!strided) return exact_run(base + r0, r1 - r0, a);
-    copy.resize(size_t(kExactGroup * kStride));
-    T* const dst = copy.data();
-    const int64_t step = l.in_reduced, across = l.in_inner;
-    for (int64_t r = r0; r < r1; r += kExactCopy) {
-      const int64_t m = std::min(kExactCopy, r1 - r);
-      const T* row = base + r * step;
-      if (count == kExactGroup && across == 1) {  // whole lines of neighbouring outputs
-        for (int64_t e = 0; e < m; ++e, row += step) {
-          __builtin_prefetch(row + 16 * step);  // (rows a page apart: no hardware prefetch)
-          for (int64_t k = 0; k < kExactGroup; ++k) dst[k * kStride + e] = row[k];
-        }
-      } else {
-        for (int64_t e = 0; e < m; ++e, row += step)
-          for (int64_t k = 0; k < count; ++k) dst[k * kStride + e] = row[k * across];
-      }
-      for (int64_t k = 0; k < count; ++k) exact_run(dst + k * kStride, m, &a[k]);
-    }
+  const auto add_run = [&](ExactAcc* a) { return [a](int64_t k, const T* p, int64_t m) { exact_run(p, m, &a[k]); }; };
+  const auto add_columns = [&](ExactAcc* a) {
+    return [&, a](const double* levels, int nl, bool, const T* p, int64_t m) {
+      for (int64_t k = 0; k < kGroup; ++k) add_column(levels, nl, p, m, k, &a[k]);
+    };
   };
   if (ranges == 1) {
-    at::parallel_for(0, groups, 1, [&](int64_t b, int64_t e) {
+    const bool short_runs = l.reduced <= simd::kExactShortMax;
+    at::parallel_for(0, w.count, 1, [&](int64_t b, int64_t e) {
       const simd::KeepSubnormals keep;  // (emit's conversions, on this thread)
       std::vector<T> copy;
+      simd::ExactColumnsSeen seen;
+      ExactAcc a[kExactGroup<T>];  // (552 bytes each: reset only where used)
       for (int64_t g = b; g < e; ++g) {
-        ExactAcc a[kExactGroup];  // (552 bytes each)
-        add_range(g, 0, l.reduced, a, copy);
-        emit_group(g, a);
+        const auto gr = w.group(g);
+        if (!short_runs) {
+          std::fill(a, a + gr.count, ExactAcc{});
+          w.for_runs(g, 0, l.reduced, copy, seen, add_run(a), add_columns(a));
+          for (int64_t k = 0; k < gr.count; ++k) emit(w.out(gr, k), a[k]);
+          continue;
+        }
+        // Short results: their levels rounded where emit_levels can, else an accumulator each.
+        w.for_runs(
+            g, 0, l.reduced, copy, seen,
+            [&](int64_t k, const T* p, int64_t n) {
+              double levels[simd::kExactShortLevels];
+              bool in_double = false;
+              const int m = kernels_of<T>().exact_short(simd_run(p), n, levels, &in_double);
+              if (m > 0 && emit_levels(w.out(gr, k), levels, m, in_double)) return;
+              a[k] = ExactAcc{};
+              if (m > 0) add_levels(levels, m, &a[k]);
+              else exact_run(p, n, &a[k]);
+              emit(w.out(gr, k), a[k]);
+            },
+            [&](const double* levels, int nl, bool in_double, const T* p, int64_t m) {
+              for (int64_t k = 0; k < kGroup; ++k) {
+                double own[simd::kExactShortLevels];
+                bool nonzero = false;  // (all zero: the elements decide the zero's sign)
+                for (int s = 0; s < nl; ++s) own[s] = levels[s * kGroup + k], nonzero |= own[s] != 0;
+                if (nonzero && emit_levels(w.out(gr, k), own, nl, in_double)) continue;
+                a[k] = ExactAcc{};
+                add_column(levels, nl, p, m, k, &a[k]);
+                emit(w.out(gr, k), a[k]);
+              }
+            });
       }
     });
     return;
   }
   // Results over several ranges: each range's accumulators kept, merged after.
-  std::vector<ExactAcc> acc(size_t(groups * ranges * width));
-  at::parallel_for(0, groups * ranges, 1, [&](int64_t b, int64_t e) {
+  std::vector<ExactAcc> acc(size_t(w.count * ranges * w.width));
+  at::parallel_for(0, w.count * ranges, 1, [&](int64_t b, int64_t e) {
     std::vector<T> copy;
+    simd::ExactColumnsSeen seen;
     for (int64_t t = b; t < e; ++t) {
       const int64_t g = t / ranges, c = t % ranges;
-      add_range(g, c * kExactRows, std::min(l.reduced, (c + 1) * kExactRows), &acc[size_t(t * width)], copy);
+      ExactAcc* a = &acc[size_t(t * w.width)];
+      w.for_runs(g, c * kExactRows, std::min(l.reduced, (c + 1) * kExactRows), copy, seen, add_run(a), add_columns(a));
     }
   });
-  at::parallel_for(0, groups, 1, [&](int64_t b, int64_t e) {
+  at::parallel_for(0, w.count, 1, [&](int64_t b, int64_t e) {
     const simd::KeepSubnormals keep;
     for (int64_t g = b; g < e; ++g) {
-      ExactAcc* a = &acc[size_t(g * ranges * width)];
+      ExactAcc* a = &acc[size_t(g * ranges * w.width)];
       for (int64_t c = 1; c < ranges; ++c)
-        for (int64_t k = 0; k < width; ++k) a[k].merge(a[c * width + k]);
-      emit_group(g, a);
+        for (int64_t k = 0; k < w.width; ++k) a[k].merge(a[c * w.width + k]);
+      const auto gr = w.group(g);
+      for (int64_t k = 0; k < gr.count; ++k) emit(w.out(gr, k), a[k]);
     }
   });
 }
@@ -1984,8 +2082,14 @@ at::Tensor exact_sum_cpu(const at::Tensor& self, at::OptionalIntArrayRef dim, bo
   exact_dispatch(p.types.in, [&](auto tag, ExactFormat f) {
     using T = decltype(tag);
     T* out = p.out.mutable_data_ptr<T>();
-    exact_sum(p.input.const_data_ptr<T>(), p.layout,
-              [&](int64_t j, const ExactAcc& a) { out[j] = exact_store<T>(a.result(f)); });
+    exact_sum(
+        p.input.const_data_ptr<T>(), p.layout, [&](int64_t j, const ExactAcc& a) { out[j] = exact_store<T>(a.result(f)); },
+        [&](int64_t j, const double* levels, int m, bool in_double) {
+          double v;
+          if (!exact_round_levels(levels, m, in_double, f, &v)) return false;
+          out[j] = exact_store<T>(v);
+          return true;
+        });
   });
   return p.out;
 }
@@ -1998,8 +2102,8 @@ at::Tensor exact_state_cpu(const at::Tensor& self, at::OptionalIntArrayRef dim, 
   int64_t* words = state.mutable_data_ptr<int64_t>();
   exact_dispatch(p.types.in, [&](auto tag, ExactFormat) {
     using T = decltype(tag);
-    exact_sum(p.input.const_data_ptr<T>(), p.layout,
-              [&](int64_t j, const ExactAcc& a) { a.to_state(words + j * kExactStateWords); });
+    const auto emit = [&](int64_t j, const ExactAcc& a) { a.to_state(words + j * kExactStateWords); };
+    exact_sum(p.input.const_data_ptr<T>(), p.layout, emit, [](int64_t, const double*, int, bool) { return false; });
   });
   return state;
 }
