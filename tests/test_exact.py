@@ -315,15 +315,17 @@ def _short_rows(dtype, n, gen):
     can be rounded (reduce_cpu.cpp's exact_sum, sum_simd's exact_short): ties to even, ties
     broken by an element far below (past a double's reach, so that adding the row in double
     rounds), sums near overflow and below the normal range, signed zeros, specials, moderate and
-    spread random data. The non-zero elements at random places, zeros elsewhere; rows with
-    infinities and NaN last (the CPU's columns of a group with one take another path)."""
+    spread random data. The non-zero elements at random places, zeros elsewhere; rows near
+    overflow, with infinities or NaN last (the CPU's columns of a group with one take another path)."""
     precision, min_exp, big = FORMAT[dtype]
     tiny = 2.0 ** (min_exp - precision + 1)
     top = 2.0 ** precision  # 1 is half its ulp
     half_ulp_big = 2.0 ** (math.frexp(big)[1] - 1 - precision)
-    rows = [[top, 1.0], [top, 3.0], [-top, -1.0], [big, half_ulp_big], [big, half_ulp_big, -tiny], [big, big],
-            [tiny] * 3 + [-tiny], [2.0**min_exp, tiny - 2.0**min_exp], [-0.0, -0.0], [-0.0, 0.0], [1.0, -1.0]]
-    specials = [[1.0, math.nan], [math.inf, -big], [math.inf, -math.inf]]  # last: a group of their own
+    rows = [[top, 1.0], [top, 3.0], [-top, -1.0], [tiny] * 3 + [-tiny], [2.0**min_exp, tiny - 2.0**min_exp],
+            [-0.0, -0.0], [-0.0, 0.0], [1.0, -1.0]]
+    # Last, a group of their own: sums near overflow (no window takes them) and specials.
+    specials = [[big, half_ulp_big], [big, half_ulp_big, -tiny], [big, big], [1.0, math.nan], [math.inf, -big],
+                [math.inf, -math.inf]]
     for k in range(0, 140, 3):  # the tie broken far below, both ways, as far as dtype reaches
         if 2.0**-k >= tiny:
             rows += [[top, 1.0, 2.0**-k], [top, 1.0, -(2.0**-k)], [-top, 3.0, 2.0**-k]]
