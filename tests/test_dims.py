@@ -802,3 +802,17 @@ def test_every_float16_value_in_short_rows():
         assert got.dtype == want.dtype
         assert bool(((got == want) | (got.isnan() & want.isnan())).all())
         assert torch.equal(got.isnan(), want.isnan())
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_prod_over_two_expanded_copies(device):
+    """prod over an expanded dim reads each element once and raises it to the copies' count;
+    for two copies that is x * x, torch's bits exactly (infinities, NaN, overflow included)."""
+    gen, seed = fresh_generator("cpu")
+    for dtype in (torch.float16, torch.bfloat16, torch.float32, torch.float64):
+        x = torch.randn(4097, 1, generator=gen, dtype=torch.float64) * 2.0 ** torch.randint(-80, 80, (4097, 1), generator=gen)
+        x[:4, 0] = torch.tensor([math.inf, -math.inf, math.nan, -0.0], dtype=torch.float64)
+        x = x.to(dtype).to(device).expand(4097, 2)
+        got, want = torch_reduce.prod(x, 1), torch.prod(x, 1)
+        assert got.dtype == want.dtype and torch.equal(got.isnan(), want.isnan())
+        assert torch.equal(got[~want.isnan()], want[~want.isnan()]), f"{dtype}, seed {seed}"
