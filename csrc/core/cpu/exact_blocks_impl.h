@@ -614,7 +614,8 @@ int exact_short(const typename Fmt::In* x, int64_t n, double* levels, bool* in_d
 template <class Fmt>
 inline constexpr int kColumns = exact_columns_of(sizeof(typename Fmt::In));
 
-// Row r of the group into the lanes (kColumns / 8 loads of 8 elements).
+// A group's rows into its columns' levels, out[s * kColumns + column], and the rows' own range
+// into *stats (kColumns / 8 loads of 8 elements a row).
 template <class Fmt, class V, int S, int HS = Lane<V>::kLogAdds>
 [[gnu::noinline]] void window_columns(const typename Fmt::In* p, int64_t ld, int64_t rows, const double* sigma,
                                       double* out, Stats* stats) {
