@@ -429,32 +429,49 @@ inline void strip_specials(const typename Fmt::In* p, int64_t n, typename Fmt::I
   if (any_nan | any_pos | any_neg) acc->not_neg_zero |= 1, acc->any = true;
 }
 
+// Calls f(lanes, S, HS) with a plan's (S >= 0) lanes as Tag<vf64> or Tag<vf32> and its S and HS
+// as std::integral_constant: the instantiations of the window kernels, listed once.
+template <class T>
+struct Tag {
+  using type = T;
+};
+template <int K>
+using Int = std::integral_constant<int, K>;
+
+template <class V, class F>
+inline void by_plan(const Plan& pl, const F& f) {
+  constexpr int kD = Lane<vf64>::kLogAdds;
+  if (pl.dbl) {
+    switch (pl.S) {
+      case 0: return f(Tag<vf64>{}, Int<0>{}, Int<kD>{});
+      case 1: return f(Tag<vf64>{}, Int<1>{}, Int<kD>{});
+      case 2: return f(Tag<vf64>{}, Int<2>{}, Int<kD>{});
+      case 3: return f(Tag<vf64>{}, Int<3>{}, Int<kD>{});
+      case 4: return f(Tag<vf64>{}, Int<4>{}, Int<kD>{});
+    }
+  } else if constexpr (std::is_same_v<V, vf32>) {
+    switch (pl.S * 8 + pl.hs) {
+      case 1: return f(Tag<vf32>{}, Int<0>{}, Int<1>{});
+      case 2: return f(Tag<vf32>{}, Int<0>{}, Int<2>{});
+      case 3: return f(Tag<vf32>{}, Int<0>{}, Int<3>{});
+      case 4: return f(Tag<vf32>{}, Int<0>{}, Int<4>{});
+      case 8 + 4: return f(Tag<vf32>{}, Int<1>{}, Int<4>{});
+      case 16 + 4: return f(Tag<vf32>{}, Int<2>{}, Int<4>{});
+      case 24 + 4: return f(Tag<vf32>{}, Int<3>{}, Int<4>{});
+      case 32 + 4: return f(Tag<vf32>{}, Int<4>{}, Int<4>{});
+      default: __builtin_unreachable();
+    }
+  }
+}
+
 // A block's windows by its plan (S >= 0) into out[0, S].
 template <class Fmt, class V>
 inline void window_plan(const Plan& pl, const typename Fmt::In* p, int64_t n, double* out,
                         const typename Fmt::In* next, Stats* next_st) {
-  const auto* sg = pl.sigma;
-  if (pl.dbl) {
-    switch (pl.S) {
-      case 0: window_block<Fmt, vf64, 0>(p, n, sg, out, next, next_st); break;
-      case 1: window_block<Fmt, vf64, 1>(p, n, sg, out, next, next_st); break;
-      case 2: window_block<Fmt, vf64, 2>(p, n, sg, out, next, next_st); break;
-      case 3: window_block<Fmt, vf64, 3>(p, n, sg, out, next, next_st); break;
-      case 4: window_block<Fmt, vf64, 4>(p, n, sg, out, next, next_st); break;
-    }
-  } else if constexpr (std::is_same_v<V, vf32>) {
-    switch (pl.S * 8 + pl.hs) {
-      case 1: window_block<Fmt, vf32, 0, 1>(p, n, sg, out, next, next_st); break;
-      case 2: window_block<Fmt, vf32, 0, 2>(p, n, sg, out, next, next_st); break;
-      case 3: window_block<Fmt, vf32, 0, 3>(p, n, sg, out, next, next_st); break;
-      case 4: window_block<Fmt, vf32, 0, 4>(p, n, sg, out, next, next_st); break;
-      case 8 + 4: window_block<Fmt, vf32, 1, 4>(p, n, sg, out, next, next_st); break;
-      case 16 + 4: window_block<Fmt, vf32, 2, 4>(p, n, sg, out, next, next_st); break;
-      case 24 + 4: window_block<Fmt, vf32, 3, 4>(p, n, sg, out, next, next_st); break;
-      case 32 + 4: window_block<Fmt, vf32, 4, 4>(p, n, sg, out, next, next_st); break;
-      default: __builtin_unreachable();
-    }
-  }
+  by_plan<V>(pl, [&](auto lanes, auto S, auto HS) {
+    window_block<Fmt, typename decltype(lanes)::type, decltype(S)::value, decltype(HS)::value>(p, n, pl.sigma, out,
+                                                                                             next, next_st);
+  });
 }
 
 // One block (n a multiple of kRowMax; `real` elements are the input's, the rest -0.0 padding) of
@@ -564,6 +581,13 @@ void exact_fast(const typename Fmt::In* x, int64_t n, ExactAcc* acc) {
 }
 
 
+// Whether the levels of n elements (|x| < 2^T, multiples of 2^G) add exactly in a double, in
+// order: their partial sums are multiples of 2^G within 2^(T + h + 1), n <= 2^h (exact_short).
+inline bool levels_add_in_double(int T, int G, int64_t n) {
+  const int h = n > 1 ? 64 - __builtin_clzll(uint64_t(n - 1)) : 0;
+  return T + h + 1 - G <= 53;
+}
+
 // A short run (n <= kBlock, sum_simd.h's `exact_short`) as its window levels, with no
 // accumulator: a row of 128 float32 elements spent ten times its adds in its accumulator and
 // the rounding. Returns their count, or 0 where the run takes exact_fast's path (infinities,
@@ -599,8 +623,7 @@ int exact_short(const typename Fmt::In* x, int64_t n, double* levels, bool* in_d
   }
   for (int s = 0; s <= S; ++s)
     if (out[s] - out[s] != 0) return 0;  // infinities, or a NaN the stats passed over
-  const int h = n > 1 ? 64 - __builtin_clzll(uint64_t(n - 1)) : 0;
-  *in_double = T + h + 1 - G <= 53;
+  *in_double = levels_add_in_double(T, G, n);
   for (int s = 0; s <= S; ++s) levels[s] = out[s];
   return S + 1;
 }
@@ -687,28 +710,10 @@ template <class Fmt, class V, int S, int HS = Lane<V>::kLogAdds>
 template <class Fmt, class V>
 inline void window_columns_plan(const Plan& pl, const typename Fmt::In* p, int64_t ld, int64_t rows, double* out,
                                 Stats* st) {
-  const auto* sg = pl.sigma;
-  if (pl.dbl) {
-    switch (pl.S) {
-      case 0: window_columns<Fmt, vf64, 0>(p, ld, rows, sg, out, st); break;
-      case 1: window_columns<Fmt, vf64, 1>(p, ld, rows, sg, out, st); break;
-      case 2: window_columns<Fmt, vf64, 2>(p, ld, rows, sg, out, st); break;
-      case 3: window_columns<Fmt, vf64, 3>(p, ld, rows, sg, out, st); break;
-      case 4: window_columns<Fmt, vf64, 4>(p, ld, rows, sg, out, st); break;
-    }
-  } else if constexpr (std::is_same_v<V, vf32>) {
-    switch (pl.S * 8 + pl.hs) {
-      case 1: window_columns<Fmt, vf32, 0, 1>(p, ld, rows, sg, out, st); break;
-      case 2: window_columns<Fmt, vf32, 0, 2>(p, ld, rows, sg, out, st); break;
-      case 3: window_columns<Fmt, vf32, 0, 3>(p, ld, rows, sg, out, st); break;
-      case 4: window_columns<Fmt, vf32, 0, 4>(p, ld, rows, sg, out, st); break;
-      case 8 + 4: window_columns<Fmt, vf32, 1, 4>(p, ld, rows, sg, out, st); break;
-      case 16 + 4: window_columns<Fmt, vf32, 2, 4>(p, ld, rows, sg, out, st); break;
-      case 24 + 4: window_columns<Fmt, vf32, 3, 4>(p, ld, rows, sg, out, st); break;
-      case 32 + 4: window_columns<Fmt, vf32, 4, 4>(p, ld, rows, sg, out, st); break;
-      default: __builtin_unreachable();
-    }
-  }
+  by_plan<V>(pl, [&](auto lanes, auto S, auto HS) {
+    window_columns<Fmt, typename decltype(lanes)::type, decltype(S)::value, decltype(HS)::value>(p, ld, rows, pl.sigma,
+                                                                                               out, st);
+  });
 }
 
 // The entry (sum_simd.h's `exact_columns`): one plan for the group's block (its range over all
@@ -758,8 +763,7 @@ int exact_columns(const typename Fmt::In* x, int64_t ld, int64_t rows, double* l
   // The next guess: the ranges seen so far together (|x| bits order as |x|).
   seen->amax = std::max(seen->amax, st.amax);
   seen->amin_nz = guess.amax != 0 ? std::min(seen->amin_nz, st.amin_nz) : st.amin_nz;
-  const int h = rows > 1 ? 64 - __builtin_clzll(uint64_t(rows - 1)) : 0;
-  *in_double = r.T + h + 1 - r.G <= 53;
+  *in_double = levels_add_in_double(r.T, r.G, rows);
   return pl.S + 1;
 }
 
