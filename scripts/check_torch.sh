@@ -69,7 +69,7 @@ for release in "$@"; do
   # PYTHONSAFEPATH: the source tree (which may hold a library built for another torch) stays off
   # sys.path, so the tests import the installed wheel; the first test run checks that it does.
   run_tests() {  # run_tests LOG [sh -c prefix]
-    (cd "$ROOT" && PYTHONSAFEPATH=1 TREDUCE_EXPECT_INSTALLED=1 "$@" "$venv/bin/python" -m pytest tests -n auto -q -rfEs -p no:cacheprovider)
+    (cd "$ROOT" && PYTHONSAFEPATH=1 TREDUCE_EXPECT_INSTALLED=1 "$@" "$venv/bin/python" -m pytest tests -n auto --dist loadgroup -q -rfEs -p no:cacheprovider)
   }
   start=$SECONDS
   run_tests > "$log.pytest.log" 2>&1
@@ -88,7 +88,7 @@ for release in "$@"; do
         if command -v nvcc; then echo "nvcc is still there"; exit 1; fi
         shift
         PYTHONSAFEPATH=1 TREDUCE_EXPECT_INSTALLED=1 "$@"' sh "$toolkit" \
-        "$venv/bin/python" -m pytest $NO_TOOLKIT_TESTS -n auto -q -rfEs -p no:cacheprovider) > "$log.pytest_no_toolkit.log" 2>&1
+        "$venv/bin/python" -m pytest $NO_TOOLKIT_TESTS -n auto --dist loadgroup -q -rfEs -p no:cacheprovider) > "$log.pytest_no_toolkit.log" 2>&1
     rc=$?
     note "torch $version, no CUDA toolkit: tests $(outcome "$log.pytest_no_toolkit.log") (rc $rc, $((SECONDS - start)) s)"
     [ $rc -eq 0 ] || { grep -E '^(FAILED|ERROR)' "$log.pytest_no_toolkit.log" | head -20; tail -5 "$log.pytest_no_toolkit.log"; failed=1; }

@@ -66,14 +66,18 @@ if has test; then
   if python3 -c "import xdist" 2> /dev/null; then
     workers=$(( $(nproc) > 16 ? 15 : $(nproc) - 1 ))
     workers=$(( workers < 1 ? 1 : workers ))
+    # -v: a line a test as it ends, so a run cut by the time limit still names its failures.
     OMP_NUM_THREADS=2 TORCHINDUCTOR_COMPILE_THREADS=1 timeout "${TEST_TIMEOUT:-1200}" python3 -m pytest ${TEST_FILES:-tests} \
-      -q -rfEs -p no:cacheprovider -n "$workers" -k "not past_int32" > "$LOGS/pytest.log" 2>&1
-    note "tests ($workers workers): $(grep -E '^(=+ )?[0-9]+ (passed|failed)|no tests ran' "$LOGS/pytest.log" | tail -1 | tr -d '=') ($((SECONDS - start)) s)"
+      -v -rfEs -p no:cacheprovider -n "$workers" --dist loadgroup -k "not past_int32" > "$LOGS/pytest.log" 2>&1
+    result=$(grep -E '^(=+ )?[0-9]+ (passed|failed)|no tests ran' "$LOGS/pytest.log" | tail -1 | tr -d '=')
+    [ -n "$result" ] || result="cut short: $(grep -c ' PASSED ' "$LOGS/pytest.log") passed, $(grep -c ' FAILED ' "$LOGS/pytest.log") failed so far"
+    note "tests ($workers workers): $result ($((SECONDS - start)) s)"
+    grep -E '\] (FAILED|ERROR) ' "$LOGS/pytest.log" | sed 's/^.*\] //' | sort -u | head -40
     start=$SECONDS
     timeout "${TEST_TIMEOUT:-1200}" python3 -m pytest ${TEST_FILES:-tests} -q -rfEs -p no:cacheprovider -k "past_int32" \
       > "$LOGS/pytest_past_int32.log" 2>&1
     note "tests past 2^31 elements: $(grep -E '^(=+ )?[0-9]+ (passed|failed|deselected)|no tests ran' "$LOGS/pytest_past_int32.log" | tail -1 | tr -d '=') ($((SECONDS - start)) s)"
-    grep -hE '^(FAILED|ERROR)' "$LOGS/pytest.log" "$LOGS/pytest_past_int32.log" | head -20
+    grep -E '^(FAILED|ERROR)' "$LOGS/pytest_past_int32.log" | head -20
   else
     timeout "${TEST_TIMEOUT:-1200}" python3 -m pytest ${TEST_FILES:-tests} -q -rfEs -p no:cacheprovider > "$LOGS/pytest.log" 2>&1
     note "tests: $(grep -E '^(=+ )?[0-9]+ (passed|failed)|no tests ran' "$LOGS/pytest.log" | tail -1 | tr -d '=') ($((SECONDS - start)) s)"

@@ -6,7 +6,8 @@ import pytest
 import torch
 
 import torch_reduce
-from util import DTYPES, HAS_CUDA, checked_sum, cuda_only, device_params, exact_input, exact_reference, fresh_generator, same_value
+from util import (DTYPES, HAS_CUDA, checked_sum, cuda_only, device_params, exact_input, exact_reference, fresh_generator,
+                  gpu_memory, same_value)
 
 FAST = [p for p in device_params() if p.values[1] in ("auto", "cub")]
 
@@ -360,6 +361,7 @@ def test_narrow_sums_past_32_bits(device, variant, dtype, value, n):
 
 
 @pytest.mark.slow
+@gpu_memory
 @pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA device with 5 GB free")
 def test_bool_count_past_2_32():
     """More true values than a 32-bit counter holds (4 GiB of bool)."""
@@ -404,6 +406,7 @@ def test_whole_short_rows(dtype, row_bytes, view):
 
 
 @pytest.mark.slow
+@gpu_memory
 @pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA device with 5 GB free")
 def test_whole_short_rows_past_2_31_elements():
     """2^24 + 3 rows of 128 bfloat16 (2^31 + 384 elements): rows past element 2^31 are reached

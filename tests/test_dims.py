@@ -34,6 +34,7 @@ from util import (
     UNIT_ROUNDOFF,
     cuda_only,
     device_params,
+    gpu_memory,
     exact_input,
     fresh_generator,
     poison_cuda_allocator,
@@ -129,6 +130,9 @@ BIG_LAYOUTS = {
     "narrow_strided_columns": lambda f: f((4099, 56, 7))[:, :, ::2],
 }
 
+# Gigabytes of input and reference: on one worker (util.gpu_memory).
+HUGE = {"32x4096x4096"}
+
 
 def make(layout, dtype, device, gen, kind):
     build = LAYOUTS.get(layout) or BIG_LAYOUTS[layout]
@@ -139,7 +143,8 @@ def layout_params(names, big=()):
     """(device, layout) pairs: every layout on the CPU, and on CUDA (skipped without a GPU) the
     same plus the full-size ones."""
     params = [pytest.param("cpu", name, id=f"cpu-{name}") for name in names]
-    params += [pytest.param("cuda", name, marks=cuda_only, id=f"cuda-{name}") for name in (*names, *big)]
+    params += [pytest.param("cuda", name, marks=[cuda_only, *([gpu_memory] if name in HUGE else [])], id=f"cuda-{name}")
+               for name in (*names, *big)]
     return params
 
 
@@ -578,7 +583,7 @@ def test_unsupported_dtypes_raise_type_error(op, device):
         pytest.param("cuda", (4096, 4096), marks=cuda_only),
         pytest.param("cuda", (65536, 128), marks=cuda_only),
         pytest.param("cuda", (128, 65536), marks=cuda_only),
-        pytest.param("cuda", (32, 4096, 4096), marks=cuda_only),
+        pytest.param("cuda", (32, 4096, 4096), marks=[cuda_only, gpu_memory]),
     ],
     ids=str,
 )

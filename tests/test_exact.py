@@ -17,7 +17,7 @@ import pytest
 import torch
 
 import torch_reduce
-from util import DEVICES, INTEGRAL, cuda_only, fresh_generator
+from util import DEVICES, INTEGRAL, cuda_only, fresh_generator, gpu_memory
 
 FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 # (significand bits, exponent of the smallest normal, largest finite value) of each result dtype
@@ -610,6 +610,7 @@ def test_cuda_nan_inf_and_zeros_anywhere():
 
 
 @cuda_only
+@gpu_memory
 def test_cuda_past_2_to_the_31():
     """int64 sizes: 2^31 + 5 bfloat16 elements (4 GiB), a known exact sum."""
     n = 2**31 + 5

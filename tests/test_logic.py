@@ -14,7 +14,7 @@ import pytest
 import torch
 
 import torch_reduce
-from util import DEVICES, DTYPES, FLOATING, INTEGRAL, cuda_only, fresh_generator, poison_cuda_allocator, storage_bytes
+from util import DEVICES, DTYPES, FLOATING, INTEGRAL, cuda_only, fresh_generator, gpu_memory, poison_cuda_allocator, storage_bytes
 
 # Every kernel path: full (one block and many), rows (short, long: segments), columns (split and
 # not), a middle dim, two dims, a transposed view, 0-d, size-1 and empty.
@@ -263,6 +263,7 @@ def test_compile(device):
 
 
 @cuda_only
+@gpu_memory
 @pytest.mark.parametrize("dtype", (torch.bool, torch.uint8))
 def test_past_int32(dtype):
     """Counts past 2^31 (int64 throughout) and a first or last element deciding the answer."""
@@ -651,6 +652,7 @@ def test_indexed_compile(device):
 
 
 @cuda_only
+@gpu_memory
 def test_indexed_past_int32():
     """Positions past 2^31 (int64 throughout), over every dim and one."""
     n = (1 << 31) + 5

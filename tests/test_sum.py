@@ -14,6 +14,7 @@ from util import (
     exact_reference,
     float_error_bound,
     fresh_generator,
+    gpu_memory,
     same_value,
 )
 
@@ -166,6 +167,7 @@ def test_repeatable(device, variant, dtype):
 
 
 @pytest.mark.slow
+@gpu_memory
 @pytest.mark.parametrize("device,variant", VARIANTS)
 def test_past_int32_indexing(device, variant):
     """n >= 2^31: any 32-bit index or size in a kernel wraps and loses elements."""

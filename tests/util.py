@@ -12,6 +12,10 @@ import torch_reduce
 HAS_CUDA = torch.cuda.is_available()
 DEVICES = ["cpu"] + (["cuda"] if HAS_CUDA else [])
 cuda_only = pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA device")
+# CUDA tests whose inputs take gigabytes: under pytest-xdist's --dist loadgroup (the README's
+# command) they all run on one worker, one at a time. Beside 14 other workers on an 80 GB
+# H100 they ran out of memory together (708 failures, two workers holding 22 GB each).
+gpu_memory = pytest.mark.xdist_group("gpu_memory")
 
 INTEGRAL = (torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64)
 FLOATING = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
