@@ -834,6 +834,13 @@ class Planner {
     // as inner (layout.h), read across rows in memory order.
     if (l.reduced > kTileReduced && columns_in_result_order(l, t_.in_bytes, &ordered)) return layout(ordered, to, ws);
     if (!merge_first && merges()) return layout(ordered, to, ws);
+    return in_order(l, to, ws);
+  }
+
+  // layout()'s columns (inner > 1) in the order it settled on: a map, short columns, slabs,
+  // tiles, rows of strided elements or the columns kernels.
+  int64_t in_order(const Layout3& l, int64_t to, int64_t ws) {
+    Layout3 ordered;
     const bool merged = l.inner_runs.runs > 1;
     // A map along inner, from a block's elements a row.
     const int64_t map_blocks = ceil_div(l.inner, int64_t(kMapBlock * kMapLoads));

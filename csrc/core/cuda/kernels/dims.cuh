@@ -897,6 +897,51 @@ __device__ __forceinline__ void small_row_passes(const Sink& out, int32_t k, boo
   if (live && lane == 0) store_acc<Op, typename R::In>(out, k, acc);
 }
 
+// small_kernel's result of up to team * kLoads loads (units: vectors or elements) held in its
+// team's registers (team <= 32 lanes, a warp's part): Welford's as two passes over them, as
+// whole_rows_kernel's rows (VarOp::row_mean, from_deviations; the pivot the result's first
+// element), three sums over the team instead of a division an element and a Welford combine at
+// each of the team's levels. base, first, step: as small_kernel's.
+template <class R, int kLoads>
+__device__ __forceinline__ void small_row_in_registers(const Sink& out, const typename R::In* base,
+                                                       const typename R::In* first, int32_t step, const SmallIndex& l,
+                                                       int32_t k, bool live, int32_t lane, int32_t team, bool vectors) {
+  using In = typename R::In;
+  constexpr int32_t kPer = 16 / int32_t(sizeof(In));
+  const int32_t count = l.count;
+  if (vectors) {
+    const int32_t units = count / kPer;
+    uint4 r[kLoads];
+#pragma unroll
+    for (int u = 0; u < kLoads; ++u) {
+      const int32_t v = lane + u * team;
+      const In* at = l.reduced_runs <= 1 ? first + u * step : base + small_offset(l.reduced, l.reduced_runs, v * kPer);
+      r[u] = live && v < units ? __ldg(reinterpret_cast<const uint4*>(at)) : uint4{};
+    }
+    small_row_passes<R>(out, k, live, lane, team, count, [&](auto f) {
+#pragma unroll
+      for (int u = 0; u < kLoads; ++u) {
+        typename R::Value w[kPer];
+        convert_vector<In, typename R::Mid>(r[u], w);
+#pragma unroll
+        for (int j = 0; j < kPer; ++j) f(w[j], u == 0 && j == 0, lane + u * team < units);
+      }
+    });
+  } else {
+    In e[kLoads];
+#pragma unroll
+    for (int u = 0; u < kLoads; ++u) {
+      const int32_t i = lane + u * team;
+      const In* at = l.reduced_runs <= 1 ? first + u * step : base + small_offset(l.reduced, l.reduced_runs, i);
+      e[u] = live && i < count ? *at : In();
+    }
+    small_row_passes<R>(out, k, live, lane, team, count, [&](auto f) {
+#pragma unroll
+      for (int u = 0; u < kLoads; ++u) f(R::value(e[u]), u == 0, lane + u * team < count);
+    });
+  }
+}
+
 // Each thread's result, first element and step between loads (one reduced run) are worked out
 // from the parameters before the kernel waits for the one before it (programmatic dependence), so
 // that arithmetic overlaps the previous kernel instead of following it (ncu: ~240 instructions a
@@ -931,42 +976,10 @@ small_kernel(Sink out, const typename R::In* x, int team_bits, bool vectors, Sma
   cudaGridDependencySynchronize();
 #endif
   if constexpr (HasRowPasses<Op>::value) {
-    // Each lane's elements one group (a result in a team's registers, the team a warp's part):
-    // Welford's as two passes over them, as whole_rows_kernel's rows (VarOp::row_mean,
-    // from_deviations; the pivot the result's first element), three sums over the team instead
-    // of a division an element and a Welford combine at each of the team's levels.
+    // Each lane's elements one group: Welford's as two passes over a team's registers.
     const int32_t units = vectors ? count / kPer : count;
     if (team <= 32 && count > 0 && units <= team * kLoads) {
-      if (vectors) {
-        uint4 r[kLoads];
-#pragma unroll
-        for (int u = 0; u < kLoads; ++u) {
-          const int32_t v = lane + u * team;
-          const In* at = l.reduced_runs <= 1 ? first + u * step : base + small_offset(l.reduced, l.reduced_runs, v * kPer);
-          r[u] = live && v < units ? __ldg(reinterpret_cast<const uint4*>(at)) : uint4{};
-        }
-        small_row_passes<R>(out, k, live, lane, team, count, [&](auto f) {
-#pragma unroll
-          for (int u = 0; u < kLoads; ++u) {
-            typename R::Value w[kPer];
-            convert_vector<In, typename R::Mid>(r[u], w);
-#pragma unroll
-            for (int j = 0; j < kPer; ++j) f(w[j], u == 0 && j == 0, lane + u * team < units);
-          }
-        });
-      } else {
-        In e[kLoads];
-#pragma unroll
-        for (int u = 0; u < kLoads; ++u) {
-          const int32_t i = lane + u * team;
-          const In* at = l.reduced_runs <= 1 ? first + u * step : base + small_offset(l.reduced, l.reduced_runs, i);
-          e[u] = live && i < count ? *at : In();
-        }
-        small_row_passes<R>(out, k, live, lane, team, count, [&](auto f) {
-#pragma unroll
-          for (int u = 0; u < kLoads; ++u) f(R::value(e[u]), u == 0, lane + u * team < count);
-        });
-      }
+      small_row_in_registers<R, kLoads>(out, base, first, step, l, k, live, lane, team, vectors);
       return;
     }
   }
