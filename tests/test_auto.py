@@ -158,6 +158,21 @@ def test_eager_and_graph_give_the_same_bits(op, dtype, n):
     _assert_eager_repeats_and_graph_agree(_FULL_OPS[op], x, seed)
 
 
+@cuda_only
+def test_float_welford_full_reductions_fill_the_device():
+    """Full var / std_mean in float (kernels/vector.cuh's kFloatWelford): few tiles take quarter
+    blocks, as sums do, and past that as many blocks as three a multiprocessor hold, so that
+    (1024, 3072) float32 (384 tiles) runs one round of tiles. The bits of these grids: above,
+    test_eager_and_graph_give_the_same_bits (var and var_mean at 2^16 + 1 and 5000017)."""
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    few = torch_reduce.explain(torch.ones(28, 56, 64, device="cuda", dtype=torch.bfloat16), None, "var")["plan"]
+    grid = [s for s in few["steps"] if s["kernel"] in ("vector_partials_kernel", "vector_sum_ticket_kernel")]
+    assert grid and grid[0]["block"][0] == 128 and grid[0]["grid"][0] > 7, few
+    many = torch_reduce.explain(torch.ones(1024, 3072, device="cuda"), None, "std_mean")["plan"]
+    grid = [s for s in many["steps"] if s["kernel"] in ("vector_partials_kernel", "vector_sum_ticket_kernel")]
+    assert grid and grid[0]["block"][0] == 512 and grid[0]["grid"][0] == min(384, 3 * sms), many
+
+
 # Reductions over the last dim, for the row-segments check below.
 _ROW_OPS = {
     "sum": lambda x: torch_reduce.sum(x, -1),

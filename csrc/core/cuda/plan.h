@@ -143,7 +143,7 @@ struct OpTraits {
   bool indexed = false;     // values and positions (argmax, max.dim, ...)
   bool group_rows = false;  // Welford's and logsumexp's groups of loads (kGroupRows)
   bool whole_rows = false;  // whole_rows_kernel is compiled for it (kWholeRows)
-  bool quarter = false;     // plain sums: the full reduction's quarter blocks (kQuarterBlocks)
+  bool quarter = false;     // sums, Welford.s in float: the full reduction.s quarter blocks (kQuarterBlocks)
   int segments_resident = 4;  // row_segments_kernel, kSegmentBlock threads
   int vector_resident = 4;    // the full reduction's grid kernels, kVecBlock threads
   int quarter_resident = 4;   // the same, kQuarterBlock threads

@@ -147,10 +147,16 @@ template <class R>
 inline constexpr bool kWidened = std::is_same_v<typename R::Acc, double> && sizeof(typename R::In) < 8;
 template <class R>
 inline constexpr bool kGroupWidened = kWidened<R> && sizeof(typename R::In) == 4;
-// Registers a thread may use: the grid kernels promise ptxas 4 resident blocks; struct
-// accumulators get twice the registers (spills otherwise) and half the blocks.
+// Welford's in float (var, std and their _mean, every float dtype but float64).
 template <class R>
-inline constexpr int kResidentBlocks = kGroupLoads<R> ? 2
+inline constexpr bool kFloatWelford = HasRowPasses<typename R::Op>::value && std::is_same_v<typename R::Value, float>;
+// Registers a thread may use: the grid kernels promise ptxas 4 resident blocks; struct
+// accumulators get twice the registers (spills otherwise) and half the blocks, but Welford's in
+// float three (40 registers, no spill; bfloat16's graph kernel 4 bytes): std_mean of (1024,
+// 3072) float32 is 384 tiles, which 264 blocks took in two rounds, 396 in one.
+template <class R>
+inline constexpr int kResidentBlocks = kFloatWelford<R> ? 3
+                                       : kGroupLoads<R> ? 2
                                        : !kWidened<R> || sizeof(typename R::In) == 4 ? 4
                                        : sizeof(typename R::In) == 2 ? 3
                                                                      : 2;
@@ -714,9 +720,10 @@ combine_partials_kernel(const typename R::Acc* partials, int n, Sink out) {
   if (threadIdx.x == 0) store_result<typename R::Op, Out>(out, v);
 }
 
-// Sums and means of few tiles take blocks of kQuarterBlock threads (plan_reduce.h).
+// Sums, means and Welford's in float of few tiles take blocks of kQuarterBlock threads
+// (plan_reduce.h): var of (28, 56, 64) bfloat16, 7 tiles, ran 7 blocks.
 template <class R>
-inline constexpr bool kQuarterBlocks = std::is_same_v<typename R::Op, Sum<typename R::Acc>>;
+inline constexpr bool kQuarterBlocks = std::is_same_v<typename R::Op, Sum<typename R::Acc>> || kFloatWelford<R>;
 
 // The grid kernel of a call past one block, eager (ticket) or in a graph.
 template <class R, int kThreads, class Out>
