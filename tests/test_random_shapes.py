@@ -920,6 +920,23 @@ def test_kept_expanded_dims_repeat_one_reduction(device):
 
 
 @pytest.mark.parametrize("device", DEVICES)
+def test_kept_expanded_dims_that_would_repeat_many_reads(device):
+    # Under 2^16 results, but 2^20 elements or more read only for the repeats (treduce.cpp's
+    # repeated_reads): 40 distinct results of 1031 elements, each copied 64 times, are reduced
+    # once; where the repeats read little (2 copies of 64 x 8) every result is reduced.
+    gen, seed = fresh_generator(device)
+    base = torch.randint(-1, 2, (1031, 1, 40), generator=gen, device=device).float()
+    x = base.expand(1031, 64, 40)
+    assert torch_reduce.explain(x, 0, "prod")["distinct"] == 40
+    assert torch_reduce.explain(torch.empty(64, 1, 8, device=device).expand(64, 2, 8), 0)["distinct"] == 0
+    for op in ("sum", "prod", "amax", "argmax", "var_mean"):
+        got, want = getattr(torch_reduce, op)(x, 0), getattr(torch, op)(x, 0)
+        for g, w in zip(got if isinstance(got, tuple) else (got,), want if isinstance(want, tuple) else (want,)):
+            assert g.dtype == w.dtype and g.shape == w.shape, (op, seed)
+            torch.testing.assert_close(g, w, rtol=1e-6, atol=1e-6, msg=f"{op} seed {seed}")
+
+
+@pytest.mark.parametrize("device", DEVICES)
 def test_kept_expanded_dims_of_every_element_size(device):
     # The distinct results copied along the repeats (CUDA: repeat_kernel, plan.h's plan_repeat)
     # for results of 1, 2, 4 and 8 bytes: runs of 56 and 64 between repeats (16-byte words of

@@ -264,6 +264,15 @@ constexpr bool ignores_repeats(ReduceOp op) {
          op == ReduceOp::All || op == ReduceOp::Mean || op == ReduceOp::NanMean;
 }
 
+// The elements a reduction reads only because kept dims of stride 0 repeat its results: all
+// it reads (self's elements) but one copy of each distinct result's.
+int64_t repeated_reads(const at::Tensor& self, const DimFlags& reduced) {
+  int64_t copies = 1;
+  for (int64_t i = 0; i < self.dim(); ++i)
+    if (!reduced[i] && self.stride(i) == 0) copies *= self.size(i);
+  return copies > 1 ? self.numel() - self.numel() / copies : 0;
+}
+
 // The result's shape, its allocation and the layout of the input, for every op.
 void plan_layout(Prepared& p, const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim) {
   const char* name = op_name(p.op);
@@ -319,8 +328,11 @@ void plan_layout(Prepared& p, const at::Tensor& self, at::OptionalIntArrayRef di
   // to 56 on dim 2, float16, reduced each of its 32768 distinct rows 56 times through an outer
   // run of stride 0: 35.8 us; now 6.3, of which the copy 4.2 (torch.compile 2.1, torch 26;
   // H200, hot). CPU, 2 threads: logsumexp over dim 1 of (5, 3, 1) expanded to 128256 on dim 2,
-  // bfloat16, reduced 641280 rows of 3 for 5 distinct ones: 11141 us (torch 3866).
-  if (p.is_auto && p.out.numel() >= (int64_t(1) << 16)) {
+  // bfloat16, reduced 641280 rows of 3 for 5 distinct ones: 11141 us (torch 3866). Also under
+  // 2^16 results where the repeats' reads would be 2^20 elements or more: prod over dim 0 of
+  // (11008, 1, 80) expanded to 56 on dim 1, float32, 4480 results of 11008 each, read the same
+  // 3.5 MB 56 times: 24.4 us hot, torch 22.3 (H100, random shapes seed 33151).
+  if (p.is_auto && (p.out.numel() >= (int64_t(1) << 16) || repeated_reads(self, reduced) >= (int64_t(1) << 20))) {
     std::vector<int64_t> distinct_shape = p.out.sizes().vec();
     bool repeats = false;
     int64_t at = 0;  // the dim's index in the result
