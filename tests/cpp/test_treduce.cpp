@@ -263,6 +263,14 @@ void check_plans() {
   expect(kernels(p) == "small_kernel", "plan: ... and 128 of float32: " + plan_json(p));
   p = plan_reduce(h100, bf16_max_at, plan_input({1024, 128}, {128, 1}, {0}));
   expect(kernels(p) == "small_kernel", "plan: ... and positions over 128 of bfloat16: " + plan_json(p));
+  // ... up to Tuning::small_columns_elements (2^19): under 2^16, (1024, 128) float32 leaves it,
+  // (512, 128) (2^16 elements, small_elements' own bound) stays.
+  Tuning columns_bound;
+  columns_bound.small_columns_elements = int64_t(1) << 16;
+  p = plan_reduce(h100, f32_sum, plan_input({1024, 128}, {128, 1}, {0}), columns_bound);
+  expect(kernels(p) != "small_kernel", "plan: 128 columns of 1024 float32 past a bound of 2^16: " + plan_json(p));
+  p = plan_reduce(h100, f32_sum, plan_input({512, 128}, {128, 1}, {0}), columns_bound);
+  expect(kernels(p) == "small_kernel", "plan: ... and of 512 under it: " + plan_json(p));
   // Rows of 4096 float32, 4096 of them: a block a row, two 16-byte vectors a thread.
   p = plan_of({4096, 4096}, {4096, 1}, {1});
   expect(kernels(p) == "two_vector_rows_kernel" && p.step[0].grid[0] == 4096 && p.step[0].block[0] == 512 &&

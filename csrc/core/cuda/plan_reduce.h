@@ -90,7 +90,7 @@ class Planner {
     const int64_t outputs = narrow ? k_.small_columns_outputs_narrow : k_.small_columns_outputs;
     return adjacent &&
            (x.count <= k_.small_columns_rows || (x.outputs <= outputs && x.count <= int64_t(kSmallBlock) * kSmallLoads)) &&
-           n <= k_.small_most;
+           n <= k_.small_columns_elements;
   }
 
   // Also, from 2048 results of up to 16384 elements, layouts where small_kernel's one pass over

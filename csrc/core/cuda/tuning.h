@@ -51,6 +51,11 @@ struct Tuning {
   // losers, small_columns_outputs=64).
   int64_t small_columns_outputs_narrow = 64;
   int64_t small_most = int64_t(1) << 19;
+  // ... for those columns (past small_elements) up to this many elements: small_most, as
+  // measured. A knob of its own for trials: in committed H100 seeds, float32 sums and var over
+  // columns of 56-128 results and 1024-2048 rows ran at 0.57-0.68x the best peer in this kernel,
+  // logsumexp's and positions' at 1.3-2x (benchmarks/NOTES.md, session 45).
+  int64_t small_columns_elements = int64_t(1) << 19;
   // ... and from 2048 results of up to 16384 elements where its one pass beat two (several
   // reduced runs; narrow columns of up to 128 rows that are not dense slabs; H200, random shapes
   // seeds 52361 and 31337).
@@ -289,6 +294,7 @@ inline constexpr TuningField kTuningFields[] = {
     {"small_columns_outputs", &Tuning::small_columns_outputs},
     {"small_columns_outputs_narrow", &Tuning::small_columns_outputs_narrow},
     {"small_most", &Tuning::small_most},
+    {"small_columns_elements", &Tuning::small_columns_elements},
     {"small_passes_outputs", &Tuning::small_passes_outputs},
     {"small_passes_count", &Tuning::small_passes_count},
     {"small_passes_rows", &Tuning::small_passes_rows},
