@@ -592,6 +592,24 @@ def test_cuda_dims_match_the_cpu(dtype, shape, dim):
 
 
 @cuda_only
+@pytest.mark.parametrize(
+    "src,dtype", [(torch.float16, torch.float32), (torch.float16, torch.float64), (torch.bfloat16, torch.float32),
+                  (torch.bfloat16, torch.float64), (torch.float32, torch.float64)], ids=str)
+def test_cuda_widening_dtype_reads_the_input_as_it_is(src, dtype):
+    """dtype= wider than the input (each element exact in it): the kernels read the input and
+    round to the result's format; the bits and states of the converted copy's sums."""
+    gen, seed = fresh_generator("cpu")
+    x = _data(2**20 + 7, src, "wide", gen)
+    want = exact(x.to(dtype))
+    got = exact(x.cuda(), dtype=dtype)
+    assert got.dtype == dtype and same_bits(got.cpu(), want), f"seed {seed}: got {got.item()!r}, want {want.item()!r}"
+    assert torch.equal(state(x.cuda(), dtype=dtype).cpu(), state(x.to(dtype))), f"seed {seed}: states differ"
+    m = x[: 1000 * 333].reshape(1000, 333)
+    for dim in (0, 1):
+        assert same_bits(exact(m.cuda(), dim, dtype=dtype).cpu(), exact(m.to(dtype), dim)), f"seed {seed}: dim {dim}"
+
+
+@cuda_only
 def test_cuda_nan_inf_and_zeros_anywhere():
     gen, seed = fresh_generator("cpu")
     n = 2**22 + 5

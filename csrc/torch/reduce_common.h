@@ -95,16 +95,19 @@ Prepared prepare_indexed(ReduceOp op, const at::Tensor& self, std::optional<int6
 
 // variant="exact" (exact.h): whether it sums exactly (a floating input and result; otherwise
 // auto's sum, exact already, is the answer), and the prepared sum of the elements converted to
-// the result's dtype first, as torch.sum converts them (p.types.in is that dtype).
+// the result's dtype first, as torch.sum converts them (p.types.in is that dtype). With
+// `widen`, a result dtype that holds every input element exactly (float32 from float16 or
+// bfloat16, float64 from any) takes the input as it is (p.types.in the input's dtype, p.types.out
+// the result's): the same exact sum, without the converted copy.
 bool exact_applies(const at::Tensor& self, std::optional<at::ScalarType> dtype);
 Prepared prepare_exact(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
-                       std::optional<at::ScalarType> dtype);
+                       std::optional<at::ScalarType> dtype, bool widen = false);
 
 // The exact state op (treduce._exact_state): prepare_exact for floating inputs and results,
 // torch's kind of error otherwise; and its result, the reduced shape plus one dim of
 // kExactStateWords int64 words, zeros (no elements) when p.done.
 Prepared prepare_exact_state(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
-                             std::optional<at::ScalarType> dtype);
+                             std::optional<at::ScalarType> dtype, bool widen = false);
 at::Tensor exact_state_tensor(const Prepared& p);
 
 // treduce._exact_round(state, dtype): checks the state and allocates the result (the state's

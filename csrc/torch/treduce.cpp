@@ -702,21 +702,22 @@ bool exact_applies(const at::Tensor& self, std::optional<at::ScalarType> dtype) 
 }
 
 Prepared prepare_exact(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
-                       std::optional<at::ScalarType> dtype) {
-  const at::ScalarType out = dtype ? *dtype : self.scalar_type();
+                       std::optional<at::ScalarType> dtype, bool widen) {
+  const at::ScalarType in = self.scalar_type(), out = dtype ? *dtype : in;
   to_dtype(ReduceOp::Sum, out, "dtype=");  // torch's TypeError for a dtype we do not take
-  return prepare_reduce(ReduceOp::Sum, out == self.scalar_type() ? self : self.to(out), "exact", dim, keepdim,
-                        std::nullopt);
+  const bool exactly = out == at::kDouble || (out == at::kFloat && (in == at::kHalf || in == at::kBFloat16));
+  if (widen && out != in && exactly) return prepare_reduce(ReduceOp::Sum, self, "exact", dim, keepdim, out);
+  return prepare_reduce(ReduceOp::Sum, out == in ? self : self.to(out), "exact", dim, keepdim, std::nullopt);
 }
 
 Prepared prepare_exact_state(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
-                             std::optional<at::ScalarType> dtype) {
+                             std::optional<at::ScalarType> dtype, bool widen) {
   check_device(ReduceOp::Sum, self);
   TORCH_CHECK_TYPE(exact_applies(self, dtype), "treduce._exact_state: expected a floating input and result, got ",
                    c10::toString(self.scalar_type()), " summed as ",
                    c10::toString(dtype ? *dtype : self.scalar_type()),
                    " (integer sums are exact already: use variant 'auto')");
-  return prepare_exact(self, dim, keepdim, dtype);
+  return prepare_exact(self, dim, keepdim, dtype, widen);
 }
 
 at::Tensor exact_state_tensor(const Prepared& p) {

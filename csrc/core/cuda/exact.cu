@@ -3,12 +3,26 @@
 
 namespace treduce::cuda {
 
+// The result's type: the input's, or a wider one that holds each element exactly (dtype=).
+template <class T>
+cudaError_t exact_into(const ReduceArgs& a, int64_t* state, size_t* workspace_bytes) {
+  switch (a.types.out) {
+    case DType::Float:
+      if constexpr (sizeof(T) <= 4) return run_exact<T, float>(a, state, workspace_bytes);
+      break;
+    case DType::Double: return run_exact<T, double>(a, state, workspace_bytes);
+    default:
+      if (a.types.out == a.types.in) return run_exact<T, T>(a, state, workspace_bytes);
+  }
+  return cudaErrorInvalidValue;
+}
+
 cudaError_t launch_exact(const ReduceArgs& a, int64_t* state, size_t* workspace_bytes) {
   switch (a.types.in) {
-    case DType::Half: return run_exact<__half>(a, state, workspace_bytes);
-    case DType::BFloat16: return run_exact<__nv_bfloat16>(a, state, workspace_bytes);
-    case DType::Float: return run_exact<float>(a, state, workspace_bytes);
-    case DType::Double: return run_exact<double>(a, state, workspace_bytes);
+    case DType::Half: return exact_into<__half>(a, state, workspace_bytes);
+    case DType::BFloat16: return exact_into<__nv_bfloat16>(a, state, workspace_bytes);
+    case DType::Float: return exact_into<float>(a, state, workspace_bytes);
+    case DType::Double: return exact_into<double>(a, state, workspace_bytes);
     default: return cudaErrorInvalidValue;
   }
 }

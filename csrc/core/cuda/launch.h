@@ -76,8 +76,9 @@ cudaError_t launch_sum(Variant v, const ReduceArgs& a, size_t* workspace_bytes =
 // `plan` set: the plan (plan.h) that a launch with these arguments follows, and nothing launched.
 cudaError_t launch_reduce(const ReduceArgs& a, size_t* workspace_bytes = nullptr, Plan* plan = nullptr);
 
-// variant="exact" (kernels/exact.cuh) over any Layout3 of a floating input (a.types.in, the
-// result's dtype too): each result rounded into a.out, or, with `state` set, each result's
+// variant="exact" (kernels/exact.cuh) over any Layout3 of a floating input (a.types.in; the
+// result's dtype a.types.out, the same or one that holds every input element exactly): each
+// result rounded into a.out, or, with `state` set, each result's
 // exact state (exact.h) into state[offset * kExactStateWords ...]. Same protocol as
 // launch_reduce.
 cudaError_t launch_exact(const ReduceArgs& a, int64_t* state, size_t* workspace_bytes = nullptr);

@@ -1,6 +1,7 @@
 // The choices between kernels as data (Tuning): one table per architecture, each value with where it
-// was measured, and TREDUCE_TUNING's trials of other values. Only the planner reads it
-// (plan_reduce.h, compiled once in plan_reduce.cpp): a change here rebuilds no kernel.
+// was measured, and TREDUCE_TUNING's trials of other values. Only the planner (plan_reduce.h,
+// compiled once in plan_reduce.cpp) and exact's launcher (exact.cu) read it: a change here
+// rebuilds no other kernel.
 #pragma once
 
 #include <algorithm>
@@ -272,6 +273,10 @@ struct Tuning {
   // 3.20 -> 2.14 us (torch.compile 1.58); (128256, 1) was slower in the map, 1.39 -> 1.56, so
   // the bound lies between (H200, CUDA graphs, seed 57203).
   int64_t small_single_most = int64_t(1) << 18;
+  // variant="exact" (kernels/exact.cuh): a block takes at least this many elements of a result
+  // unless there is one a result (blocks of fewer add per-block costs that reading does not
+  // hide: the window's first move, a flush, the block's state into its slot).
+  int64_t exact_least_per_block = 8192;
 };
 
 // Measured on the H100 and H200 (sm_90); other architectures take the same until measured.
@@ -286,6 +291,7 @@ struct TuningField {
 };
 inline constexpr TuningField kTuningFields[] = {
     {"small_elements", &Tuning::small_elements},
+    {"exact_least_per_block", &Tuning::exact_least_per_block},
     {"small_count", &Tuning::small_count},
     {"small_rows_elements", &Tuning::small_rows_elements},
     {"small_rows_outputs", &Tuning::small_rows_outputs},

@@ -201,7 +201,7 @@ void run_exact(const Prepared& p, const at::Tensor& state) {
 at::Tensor exact_sum_cuda(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
                           std::optional<at::ScalarType> dtype) {
   if (!exact_applies(self, dtype)) return run(prepare_reduce(ReduceOp::Sum, self, "auto", dim, keepdim, dtype));
-  const Prepared p = prepare_exact(self, dim, keepdim, dtype);
+  const Prepared p = prepare_exact(self, dim, keepdim, dtype, /*widen=*/true);
   if (!p.done) run_exact(p, at::Tensor());
   return p.out;
 }
@@ -209,7 +209,7 @@ at::Tensor exact_sum_cuda(const at::Tensor& self, at::OptionalIntArrayRef dim, b
 at::Tensor exact_state_cuda(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
                             std::optional<at::ScalarType> dtype) {
   const c10::cuda::CUDAGuard guard(self.device());
-  const Prepared p = prepare_exact_state(self, dim, keepdim, dtype);
+  const Prepared p = prepare_exact_state(self, dim, keepdim, dtype, /*widen=*/true);
   at::Tensor state = exact_state_tensor(p);
   if (!p.done) run_exact(p, state);
   return state;
