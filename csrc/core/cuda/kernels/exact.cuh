@@ -49,9 +49,7 @@ template <> struct ExactIn<double> {
   static constexpr int kPrecision = 53, kMinExponent = -1022, kSlack = 4;
   static constexpr bool kPlain = false;  // true: every element into one double, no window (float16)
   static constexpr ExactFormat kFormat = kExactDouble;
-  static constexpr int kShift = 0;  // the windows' doubles hold x * 2^-kShift (scaled)
   __device__ static Cmp value(double v) { return v; }
-  __device__ static double scaled(Cmp x) { return x; }
   __device__ static Bits bits(Cmp v) { return static_cast<Bits>(__double_as_longlong(v)); }
 };
 template <> struct ExactIn<float> {
@@ -60,16 +58,7 @@ template <> struct ExactIn<float> {
   static constexpr int kPrecision = 24, kMinExponent = -126, kSlack = 8;
   static constexpr bool kPlain = false;
   static constexpr ExactFormat kFormat = kExactFloat;
-  // x * 2^-896 as a double by placing x's bits, no conversion: the exponent field lands in the
-  // double's unbiased (1023 - 127 = 896 lower), subnormals become double subnormals of the same
-  // scale, and the sign stays. (The conversion F2F.F64.F32 issues at a quarter of the double
-  // adds' rate on sm_90: for 16-bit inputs it was most of the double pipe's time.)
-  static constexpr int kShift = 896;
   __device__ static Cmp value(float v) { return v; }
-  __device__ static double scaled(float x) {
-    const unsigned f = __float_as_uint(x);
-    return __hiloint2double(int((f & 0x80000000u) | ((f & 0x7fffffffu) >> 3)), int(f << 29));
-  }
   __device__ static Bits bits(Cmp v) { return __float_as_uint(v); }
 };
 template <> struct ExactIn<__half> : ExactIn<float> {
@@ -164,7 +153,7 @@ struct ExactWindow {
     return a <= upper && (a >= lower || x == Cmp(0));
   }
   __device__ __forceinline__ void add(Cmp x) {
-    const double v = In::scaled(x);  // exact
+    const double v = x;  // exact
     const double q = __dsub_rn(__dadd_rn(sigma, v), sigma);
     hi = __dadd_rn(hi, q);
     lo = __dadd_rn(lo, __dsub_rn(v, q));
@@ -180,7 +169,7 @@ struct ExactWindow {
     if constexpr (In::kPlain) {
       not_neg_zero |= !(neg_zero(hi) && neg_zero(hi2));
       const double s = __dadd_rn(hi, hi2);  // exact
-      const long long h = warp_sum(__double2ll_rn(exact_scale(s, 24 + In::kShift)));
+      const long long h = warp_sum(__double2ll_rn(exact_scale(s, 24)));
       if (lane0 && h != 0) exact_shared_add_int(chunks, h < 0 ? 0ull - uint64_t(h) : uint64_t(h), h < 0, 1074 - 24);
       hi = hi2 = -0.0;
     } else {
@@ -191,8 +180,8 @@ struct ExactWindow {
         adds = 0;
         return;
       }
-      const long long h = warp_sum(__double2ll_rn(exact_scale(hi, 53 - k + In::kShift)));
-      const long long l = warp_sum(__double2ll_rn(exact_scale(lo, 106 - kExactHeadroom - k + In::kShift)));
+      const long long h = warp_sum(__double2ll_rn(exact_scale(hi, 53 - k)));
+      const long long l = warp_sum(__double2ll_rn(exact_scale(lo, 106 - kExactHeadroom - k)));
       if (lane0) {
         if (h != 0) exact_shared_add_int(chunks, h < 0 ? 0ull - uint64_t(h) : uint64_t(h), h < 0, k - 53 + 1074);
         if (l != 0) {
@@ -212,12 +201,14 @@ struct ExactWindow {
     // Rounded up to a multiple of kSlack, so that small changes of scale keep the window.
     w = (w + 1024 * In::kSlack) / In::kSlack * In::kSlack - 1024 * In::kSlack;
     if (w < e + kExactHeadroom + 1 + In::kSlack) w += In::kSlack;
-    w = max(w, -1074 + 106 - kExactHeadroom + In::kShift);  // lo's grid (scaled) no finer than double's subnormals
+    w = max(w, -1074 + 106 - kExactHeadroom);  // lo's grid no finer than double's subnormals
+    // A float window's top a normal float (exact_pow2f): a top below 2^-126 missed every element.
+    if constexpr (std::is_same_v<Cmp, float>) w = max(w, -126 + kExactHeadroom);
     return min(w, 1023);
   }
   __device__ void move_to(int w) {
     k = w;
-    sigma = exact_pow2(k - In::kShift);
+    sigma = exact_pow2(k);
     const int top = k - kExactHeadroom;
     const int low = k + kExactHeadroom - 107 + In::kPrecision;
     if constexpr (std::is_same_v<Cmp, double>) {
@@ -282,13 +273,13 @@ struct ExactWindow {
       if (__all_sync(kWarp, all)) {
 #pragma unroll
         for (int j = 0; j < V; ++j) {
-          if (j % 2 == 0) hi = __dadd_rn(hi, In::scaled(x[j]));
-          else hi2 = __dadd_rn(hi2, In::scaled(x[j]));
+          if (j % 2 == 0) hi = __dadd_rn(hi, double(x[j]));
+          else hi2 = __dadd_rn(hi2, double(x[j]));
         }
       } else {
 #pragma unroll
         for (int j = 0; j < V; ++j) {
-          if (fabs(x[j]) <= Cmp(65504)) hi = __dadd_rn(hi, In::scaled(x[j]));
+          if (fabs(x[j]) <= Cmp(65504)) hi = __dadd_rn(hi, double(x[j]));
           else miss(x[j], chunks);
         }
       }
@@ -456,8 +447,8 @@ inline constexpr int kExactBlocksPerSm = sizeof(T) == 2 ? 3 : 4;
 // grid (G, results up to 65535, looped): block (g, j) sums elements [g * per_block, ...) of
 // result j's row. Out: the result's type (T, or a wider one that holds every T exactly: dtype=).
 template <class T, class Out>
-__global__ void __launch_bounds__(kExactBlock, kExactBlocksPerSm<T>) exact_partials_kernel(const T* x, Layout3 l, int64_t per_block,
-                                                                     ExactSink sink) {
+__global__ void __launch_bounds__(kExactBlock, kExactBlocksPerSm<T>)
+exact_partials_kernel(const T* x, Layout3 l, int64_t per_block, ExactSink sink) {
   using W = ExactWindow<T>;
   using In = typename W::In;
   using Cmp = typename W::Cmp;
