@@ -264,15 +264,6 @@ constexpr bool ignores_repeats(ReduceOp op) {
          op == ReduceOp::All || op == ReduceOp::Mean || op == ReduceOp::NanMean;
 }
 
-// The elements a reduction reads only because kept dims of stride 0 repeat its results: all
-// it reads (self's elements) but one copy of each distinct result's.
-int64_t repeated_reads(const at::Tensor& self, const DimFlags& reduced) {
-  int64_t copies = 1;
-  for (int64_t i = 0; i < self.dim(); ++i)
-    if (!reduced[i] && self.stride(i) == 0) copies *= self.size(i);
-  return copies > 1 ? self.numel() - self.numel() / copies : 0;
-}
-
 // The result's shape, its allocation and the layout of the input, for every op.
 void plan_layout(Prepared& p, const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim) {
   const char* name = op_name(p.op);
@@ -332,23 +323,23 @@ void plan_layout(Prepared& p, const at::Tensor& self, at::OptionalIntArrayRef di
   // 2^16 results where the repeats' reads would be 2^20 elements or more: prod over dim 0 of
   // (11008, 1, 80) expanded to 56 on dim 1, float32, 4480 results of 11008 each, read the same
   // 3.5 MB 56 times: 24.4 us hot, torch 22.3 (H100, random shapes seed 33151).
-  if (p.is_auto && (p.out.numel() >= (int64_t(1) << 16) || repeated_reads(self, reduced) >= (int64_t(1) << 20))) {
+  int64_t copies = 1;  // the results each distinct one stands for
+  for (int64_t i = 0; i < ndim; ++i)
+    if (!reduced[i] && infos[i].in_stride == 0) copies *= infos[i].size;
+  const int64_t repeated_reads = self.numel() - self.numel() / copies;  // elements read for the copies alone
+  if (p.is_auto && copies > 1 && (p.out.numel() >= (int64_t(1) << 16) || repeated_reads >= (int64_t(1) << 20))) {
     std::vector<int64_t> distinct_shape = p.out.sizes().vec();
-    bool repeats = false;
     int64_t at = 0;  // the dim's index in the result
     for (int64_t i = 0; i < ndim; ++i) {
-      if (!reduced[i] && infos[i].in_stride == 0 && infos[i].size > 1) {
+      if (!reduced[i] && infos[i].in_stride == 0) {
         infos[i].size = 1;
         distinct_shape[at] = 1;
-        repeats = true;
       }
       if (!reduced[i] || keepdim) ++at;
     }
-    if (repeats) {
-      contiguous_out_strides(infos);  // of the distinct results
-      p.distinct = at::empty(distinct_shape, p.out.options());
-      if (p.out2.defined()) p.distinct2 = at::empty(distinct_shape, p.out2.options());
-    }
+    contiguous_out_strides(infos);  // of the distinct results
+    p.distinct = at::empty(distinct_shape, p.out.options());
+    if (p.out2.defined()) p.distinct2 = at::empty(distinct_shape, p.out2.options());
   }
   if (p.is_auto) {
     // An expanded reduced dim (stride 0) repeats the same elements r times, which leaves the
