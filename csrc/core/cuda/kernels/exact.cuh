@@ -11,8 +11,8 @@
 // as each x's ulp is at least 2^(k + H - 106) (every partial sum is then a multiple of that of
 // magnitude at most 2^(k + H - 53)). So the window holds the elements with
 //   2^(k + H - 107 + p) <= |x| <= 2^(k - H)      (p: the element type's precision)
-// and zeros: 63 binades of float32 data, 34 of float64, all of float16's. Every 2^H elements
-// the thread adds hi and lo into the block's chunks (shared-memory atomics) and starts again.
+// and zeros: 63 binades of float32 data, 34 of float64, all of float16's. Every 2^H elements a
+// lane the warp adds its lanes' hi and lo into the block's chunks (shared memory) and starts again.
 // An element outside (rare for data of moderate range) is added into the chunks directly; the
 // window moves when a thread's window is empty or after a few such misses, so it follows the
 // data's scale. The 32 lanes of a warp keep one window and move together (to the warp's largest
@@ -45,21 +45,17 @@ inline constexpr int64_t kExactMaxPerBlock = int64_t(1) << 26;  // keeps a block
 template <class T> struct ExactIn;
 template <> struct ExactIn<double> {
   using Cmp = double;
-  using Bits = unsigned long long;
   static constexpr int kPrecision = 53, kMinExponent = -1022, kSlack = 4;
   static constexpr bool kPlain = false;  // true: every element into one double, no window (float16)
   static constexpr ExactFormat kFormat = kExactDouble;
   __device__ static Cmp value(double v) { return v; }
-  __device__ static Bits bits(Cmp v) { return static_cast<Bits>(__double_as_longlong(v)); }
 };
 template <> struct ExactIn<float> {
   using Cmp = float;
-  using Bits = unsigned;
   static constexpr int kPrecision = 24, kMinExponent = -126, kSlack = 8;
   static constexpr bool kPlain = false;
   static constexpr ExactFormat kFormat = kExactFloat;
   __device__ static Cmp value(float v) { return v; }
-  __device__ static Bits bits(Cmp v) { return __float_as_uint(v); }
 };
 template <> struct ExactIn<__half> : ExactIn<float> {
   static constexpr int kPrecision = 11, kMinExponent = -14;
