@@ -139,6 +139,41 @@ def test_backward_ops_against_float64(device, dtype, name):
         check_backward(name, backward(g, y, 1, dtype), g, y, 1, dtype)
 
 
+# Rows held on chip (kernels/normalize.cuh's on_chip_rows_kernel): a block holds 64 KiB of a
+# forward's row (32 KiB of each input of a backward, and of a float64 forward), a cluster up to
+# 8 blocks. Rows ending anywhere in a cluster of every size, at the last size on chip and just
+# past it, and the packs a block not a multiple of its threads.
+def on_chip_sizes(dtype, backward):
+    per_block = (32 << 10 if backward or dtype == torch.float64 else 64 << 10) // dtype.itemsize
+    return [k * per_block - 8 * (2 * k + 1) for k in range(1, 9)] + [8 * per_block, 8 * per_block + 8]
+
+
+@cuda_only
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_cuda_rows_on_chip_every_cluster_size(dtype):
+    gen, seed = fresh_generator("cuda")
+    inf, nan = float("inf"), float("nan")
+    for name, _ in FORWARD:
+        fn, backward = getattr(torch_reduce, name), getattr(torch_reduce, name + "_backward")
+        for n in on_chip_sizes(dtype, backward=False):
+            x = (torch.randn(3, n, generator=gen, device="cuda") * 4).to(dtype)
+            check_forward(name, fn(x, 1), x, 1, dtype)
+            if dtype == torch.bfloat16:  # a float32 result of 16-bit rows (wider stores)
+                check_forward(name, fn(x, 1, dtype=torch.float32), x, 1, torch.float32)
+            # special values in the last block of the row and across blocks, as torch's
+            x[0, n - 3] = nan
+            x[1, : n // 2] = -inf
+            x[2, n // 3] = inf
+            got, want = fn(x, 1), getattr(torch, name)(x.double(), 1)
+            assert torch.equal(got.isnan(), want.isnan()) and torch.equal(got.isinf(), want.isinf()), (name, n, seed)
+            torch.testing.assert_close(fn(x, 1), got, rtol=0, atol=0, equal_nan=True)  # the same bits run to run
+        for n in on_chip_sizes(dtype, backward=True):
+            x = (torch.randn(2, n, generator=gen, device="cuda") * 3).to(dtype)
+            y = getattr(torch, name)(x, 1)
+            g = torch.randn(2, n, generator=gen, device="cuda").to(dtype)
+            check_backward(name, backward(g, y, 1, dtype), g, y, 1, dtype)
+
+
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("name,torch_fn", FORWARD)
 def test_autograd_as_torch(device, name, torch_fn):
@@ -251,9 +286,17 @@ def test_override_routes_softmax_and_its_backward(device):
         assert ov.routed["softmax"] == 1 and got.dtype == torch.float32
         torch.testing.assert_close(got, torch.softmax(h, 1, dtype=torch.float32))
         # where ours measured slower than torch's kernel, torch's (core/normalize.h's normalize_cuda_wins)
-        y = torch.log_softmax(torch.randn(4, 4096, device=device), 1)
+        # (rows of 197 elements: not whole packs; 2-byte rows and log_softmax's backward past
+        # what the chip holds: read twice)
+        y = torch.log_softmax(torch.randn(2, 65540, device=device), 1)
         with torch_reduce.override() as ov:
             torch.softmax(torch.randn(4, 197, device=device), 1)
-            torch.softmax(torch.randn(4, 4096, device=device).bfloat16(), 1)
+            torch.softmax(torch.randn(2, 262152, device=device).bfloat16(), 1)
             torch.ops.aten._log_softmax_backward_data(torch.ones_like(y), y, 1, torch.float32)
         assert not ov.routed and ov.fallback_reasons == {"slower here": 3}, (ov.routed, ov.fallback_reasons)
+        # rows held on chip: ours, forward and backward, 2-byte rows too
+        y = torch.log_softmax(torch.randn(4, 4096, device=device), 1)
+        with torch_reduce.override() as ov:
+            torch.softmax(torch.randn(4, 4096, device=device).bfloat16(), 1)
+            torch.ops.aten._log_softmax_backward_data(torch.ones_like(y), y, 1, torch.float32)
+        assert ov.routed == {"softmax": 1, "log_softmax_backward": 1} and not ov.fallback, (ov.routed, ov.fallback)

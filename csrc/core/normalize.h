@@ -40,6 +40,7 @@ struct NormalizeArgs {
   void* out_data = nullptr;
   int64_t outer = 1, size = 1, inner = 1;
   int sm_count = 132;  // the GPU's multiprocessors (grid sizes)
+  int cc_major = 0;    // its compute capability (clusters from 9)
 };
 
 // Whether (in, out) is a pair the kernels take (other dtype= requests convert the input first).
@@ -55,22 +56,46 @@ TREDUCE_HOST_DEVICE double norm_exp(double v) { return exp(v); }
 TREDUCE_HOST_DEVICE float norm_log(float v) { return logf(v); }
 TREDUCE_HOST_DEVICE double norm_log(double v) { return log(v); }
 
+// Rows the CUDA kernels hold on chip (cuda/kernels/normalize.cuh's on_chip_rows_kernel) and
+// read once: blocks of kNormalizeOnChipThreads threads of normalize_on_chip_packs 16-byte packs
+// a thread of x (and of y for a backward), a row over a cluster of up to 8 blocks from sm_90
+// (1 before).
+inline constexpr int kNormalizeOnChipThreads = 512;
+inline constexpr int kNormalizeOnChipClusterMost = 8;  // the portable cluster size
+inline constexpr int64_t kNormalizeOnChipMostBytes = int64_t(512) << 10;  // Tuning's default
+
+// 4 for a backward (two inputs) and for a float64 forward (8 spilled: its exp's registers).
+constexpr int normalize_on_chip_packs(SoftmaxOp op, int bytes) { return is_backward(op) || bytes == 8 ? 4 : 8; }
+
+// The blocks a row of `size` elements of `bytes` each takes on chip, or 0 where it is not held
+// there (not whole aligned packs, past most_bytes, or more blocks than a cluster has).
+constexpr int normalize_on_chip_blocks(SoftmaxOp op, int bytes, int64_t size, bool packs, int cc_major,
+                                       int64_t most_bytes = kNormalizeOnChipMostBytes) {
+  const int64_t block_bytes = int64_t(kNormalizeOnChipThreads) * normalize_on_chip_packs(op, bytes) * 16;
+  const int64_t row_bytes = size * bytes;
+  if (!packs || row_bytes > most_bytes) return 0;
+  const int64_t blocks = (row_bytes + block_bytes - 1) / block_bytes;
+  return blocks <= (cc_major >= 9 ? kNormalizeOnChipClusterMost : 1) ? int(blocks) : 0;
+}
+
 // Whether the CUDA kernels (cuda/kernels/normalize.cuh) measured at or past torch's own for a
 // call: `size` elements along the dim, `inner` after it, `bytes` a read element, `packs` whether
-// rows are whole aligned 16-byte packs. override() routes aten's softmax family to ours only
-// there. H100, hot, us (benchmarks/results/h100/normalizing.md): rows of whole packs up to 1024
-// elements (a warp a row; bfloat16 (16384, 1024) 28.7 against torch's 35.4), float32 and float64
-// rows past them (a block a row; (4096, 32000) float32 573 against 652), columns (dim 0 of
-// (1000, 4096) 23 against 711), and every backward but log_softmax's over rows past 1024 win; not
-// 2-byte rows past 1024 (softmax over (2048, 128256) bfloat16 933 against 726), rows that are not
-// whole packs (softmax over rows of 197 float32 55.1 against 42.6), log_softmax's backward over
-// rows past 1024 (3239 against 2874 over (4096, 128256) float32).
-constexpr bool normalize_cuda_wins(SoftmaxOp op, int bytes, int64_t size, int64_t inner, bool packs) {
+// rows are whole aligned 16-byte packs, `on_chip` whether rows past the warps' are held on chip
+// (normalize_on_chip_blocks). override() routes aten's softmax family to ours only there. H100,
+// hot, us (benchmarks/results/h100/normalizing.md): rows of whole packs up to 1024 elements (a
+// warp a row; bfloat16 (16384, 1024) 28.6 against torch's 35.4), rows on chip, forward and
+// backward (softmax over (2048, 128256) bfloat16 482 against 726; log_softmax's backward over
+// (4096, 32000) float32 515 against 735), float32 and float64 rows past them (a block a row,
+// read twice), columns (dim 0 of (1000, 4096) 24 against 723), and softmax's backward win; not
+// 2-byte rows past the chip, rows that are not whole packs (softmax over rows of 197 float32 55
+// against 43), log_softmax's backward over rows past the chip (3187 against 2874 over (4096,
+// 128256) float32).
+constexpr bool normalize_cuda_wins(SoftmaxOp op, int bytes, int64_t size, int64_t inner, bool packs, bool on_chip) {
   if (inner > 1 || size <= 1) return true;
   if (op == SoftmaxOp::SoftmaxBackward) return true;
-  if (op == SoftmaxOp::LogSoftmaxBackward) return size <= 1024;
+  if (op == SoftmaxOp::LogSoftmaxBackward) return size <= 1024 || on_chip;
   if (size <= 1024) return packs;
-  return bytes >= 4;
+  return on_chip || bytes >= 4;
 }
 
 // The maximum that keeps a NaN once seen (as torch's).

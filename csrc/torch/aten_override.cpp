@@ -40,6 +40,7 @@
 #include <torch/library.h>
 
 #ifdef TREDUCE_WITH_CUDA
+#include <ATen/cuda/CUDAContext.h>
 #include <ATen/ops/amax_cuda_dispatch.h>
 #include <ATen/ops/amin_cuda_dispatch.h>
 #include <ATen/ops/mean_cuda_dispatch.h>
@@ -458,7 +459,14 @@ bool cuda_softmax_wins(SoftmaxOp op, const at::Tensor& t, int64_t dim) {
   const int64_t size = t.size(dim), bytes = int64_t(t.element_size());
   // (a non-contiguous input is copied first: the copy is aligned)
   const bool aligned = !t.is_contiguous() || reinterpret_cast<uintptr_t>(t.const_data_ptr()) % 16 == 0;
-  return normalize_cuda_wins(op, int(bytes), size, inner, aligned && size % (16 / bytes) == 0);
+  const bool packs = aligned && size % (16 / bytes) == 0;
+#ifdef TREDUCE_WITH_CUDA
+  const int cc_major = at::cuda::getDeviceProperties(t.get_device())->major;
+#else
+  const int cc_major = 0;
+#endif
+  return normalize_cuda_wins(op, int(bytes), size, inner, packs,
+                             normalize_on_chip_blocks(op, int(bytes), size, packs, cc_major) > 0);
 }
 
 template <class T>

@@ -927,14 +927,30 @@ void check_launch_bounds() {
 void check_normalize_routes() {
   using treduce::SoftmaxOp;
   using treduce::normalize_cuda_wins;
-  expect(normalize_cuda_wins(SoftmaxOp::Softmax, 2, 1024, 1, true), "softmax route: bfloat16 rows of 1024 packs");
-  expect(!normalize_cuda_wins(SoftmaxOp::Softmax, 4, 197, 1, false), "softmax route: not rows of 197 elements");
-  expect(!normalize_cuda_wins(SoftmaxOp::Softmax, 2, 128256, 1, true), "softmax route: not 2-byte rows past 1024");
-  expect(normalize_cuda_wins(SoftmaxOp::LogSoftmax, 4, 128256, 1, true), "softmax route: float32 rows past 1024");
-  expect(normalize_cuda_wins(SoftmaxOp::Softmax, 4, 1000, 4096, false), "softmax route: columns");
-  expect(normalize_cuda_wins(SoftmaxOp::SoftmaxBackward, 2, 128256, 1, true), "softmax route: softmax's backward");
-  expect(!normalize_cuda_wins(SoftmaxOp::LogSoftmaxBackward, 4, 32000, 1, true),
-         "softmax route: not log_softmax's backward past 1024");
+  using treduce::normalize_on_chip_blocks;
+  expect(normalize_cuda_wins(SoftmaxOp::Softmax, 2, 1024, 1, true, false), "softmax route: bfloat16 rows of 1024 packs");
+  expect(!normalize_cuda_wins(SoftmaxOp::Softmax, 4, 197, 1, false, false), "softmax route: not rows of 197 elements");
+  expect(normalize_cuda_wins(SoftmaxOp::Softmax, 2, 128256, 1, true, true), "softmax route: 2-byte rows on chip");
+  expect(!normalize_cuda_wins(SoftmaxOp::Softmax, 2, 300000, 1, true, false), "softmax route: not 2-byte rows past the chip");
+  expect(normalize_cuda_wins(SoftmaxOp::LogSoftmax, 4, 300000, 1, true, false), "softmax route: float32 rows past the chip");
+  expect(normalize_cuda_wins(SoftmaxOp::Softmax, 4, 1000, 4096, false, false), "softmax route: columns");
+  expect(normalize_cuda_wins(SoftmaxOp::SoftmaxBackward, 2, 300000, 1, true, false), "softmax route: softmax's backward");
+  expect(normalize_cuda_wins(SoftmaxOp::LogSoftmaxBackward, 4, 32000, 1, true, true),
+         "softmax route: log_softmax's backward on chip");
+  expect(!normalize_cuda_wins(SoftmaxOp::LogSoftmaxBackward, 4, 128256, 1, true, false),
+         "softmax route: not log_softmax's backward past the chip");
+  // Rows on chip: 64 KiB a block forward (32 KiB a backward's input, and float64's), up to 8
+  // blocks from sm_90, whole packs only; the suite's rows.
+  expect(normalize_on_chip_blocks(SoftmaxOp::Softmax, 4, 32000, true, 9) == 2, "on chip: float32 rows of 32000, 2 blocks");
+  expect(normalize_on_chip_blocks(SoftmaxOp::Softmax, 2, 128256, true, 9) == 4, "on chip: bfloat16 rows of 128256, 4 blocks");
+  expect(normalize_on_chip_blocks(SoftmaxOp::Softmax, 4, 131072, true, 9) == 8, "on chip: 512 KiB, 8 blocks");
+  expect(normalize_on_chip_blocks(SoftmaxOp::Softmax, 4, 131076, true, 9) == 0, "on chip: not past 512 KiB");
+  expect(normalize_on_chip_blocks(SoftmaxOp::Softmax, 8, 16384, true, 9) == 4, "on chip: float64 32 KiB a block");
+  expect(normalize_on_chip_blocks(SoftmaxOp::SoftmaxBackward, 4, 32000, true, 9) == 4, "on chip: a backward, 4 blocks");
+  expect(normalize_on_chip_blocks(SoftmaxOp::LogSoftmaxBackward, 4, 128256, true, 9) == 0, "on chip: not a backward of 501 KiB");
+  expect(normalize_on_chip_blocks(SoftmaxOp::Softmax, 4, 32000, true, 8) == 0, "on chip: one block before sm_90");
+  expect(normalize_on_chip_blocks(SoftmaxOp::Softmax, 4, 16000, true, 8) == 1, "on chip: 64 KB before sm_90");
+  expect(normalize_on_chip_blocks(SoftmaxOp::Softmax, 4, 32000, false, 9) == 0, "on chip: whole packs only");
 }
 }  // namespace
 

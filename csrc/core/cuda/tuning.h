@@ -277,6 +277,10 @@ struct Tuning {
   // unless there is one a result (blocks of fewer add per-block costs that reading does not
   // hide: the window's first move, a flush, the block's state into its slot).
   int64_t exact_least_per_block = 8192;
+  // softmax's family (kernels/normalize.cuh): rows of whole packs of at most this many bytes (of
+  // x) are held in registers, over a cluster of up to 8 blocks of 64 KiB (32 KiB a backward), and
+  // read once; longer rows are read twice. 1: never.
+  int64_t normalize_on_chip_most_bytes = int64_t(512) << 10;
 };
 
 // Measured on the H100 and H200 (sm_90); other architectures take the same until measured.
@@ -351,6 +355,7 @@ inline constexpr TuningField kTuningFields[] = {
     {"tile_least_threads", &Tuning::tile_least_threads},
     {"columns_least_rows", &Tuning::columns_least_rows},
     {"small_single_most", &Tuning::small_single_most},
+    {"normalize_on_chip_most_bytes", &Tuning::normalize_on_chip_most_bytes},
 };
 
 // Applies "name=value,name=value" to `t`; false (and `t` as it was) on an unknown name, a value

@@ -13,7 +13,9 @@ namespace treduce::cuda {
 namespace {
 
 at::Tensor finish(PreparedSoftmax& p) {
-  p.args.sm_count = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
+  const cudaDeviceProp* props = at::cuda::getCurrentDeviceProperties();
+  p.args.sm_count = props->multiProcessorCount;
+  p.args.cc_major = props->major;
   C10_CUDA_CHECK(launch_normalize(p.args, at::cuda::getCurrentCUDAStream()));
   return p.convert_to ? p.out.to(*p.convert_to) : p.out;
 }

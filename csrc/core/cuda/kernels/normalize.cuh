@@ -3,15 +3,22 @@
 //  - rows (inner == 1) that a warp holds in registers: kLanes lanes a row (several rows a warp
 //    for short ones), kPacks loads a lane of kVec elements (16 bytes where every row starts on
 //    16 bytes, else single elements): one read and one write;
-//  - longer rows: a block a row; forward, the running maximum and sum of exps in one read
-//    (ExpSum), then a second read that writes. The first part of the row is kept in shared memory
-//    on the way (up to kRowCacheBytes), so the second read takes it from there and the rest from
-//    L2 (one block a multiprocessor while it caches: the rows in flight fit L2);
+//  - longer rows of whole aligned packs up to Tuning::normalize_on_chip_most_bytes: the row in
+//    registers, split over a cluster of blocks where one block does not hold it (sm_90): one
+//    read and one write;
+//  - longer rows still, and rows not of whole packs: a block a row; forward, the running maximum
+//    and sum of exps in one read (ExpSum), then a second read that writes. The first part of the
+//    row is kept in shared memory on the way (up to kRowCacheBytes), so the second read takes it
+//    from there and the rest from L2 (one block a multiprocessor while it caches: the rows in
+//    flight fit L2);
 //  - columns (inner > 1): 32 adjacent columns a block (coalesced), Y threads down each, their
 //    statistics combined in y order through shared memory, then the same threads write.
 #pragma once
 
+#include <cooperative_groups.h>
+
 #include "../../normalize.h"
+#include "../tuning.h"
 #include "common.cuh"
 
 namespace treduce::cuda::norm {
@@ -237,6 +244,137 @@ __global__ void __launch_bounds__(kBlockRowThreads)
   }
 }
 
+// Rows on chip: row blockIdx.x / cluster, its packs [rank * span, rank * span + span) in the
+// block of rank blockIdx.x % cluster (a 1-d cluster is consecutive blocks), kPacks a thread in
+// registers, loaded once. Each block combines its threads' statistics in warp order and stores
+// them into slot `rank` of every block of its cluster (distributed shared memory); after one
+// cluster barrier each block combines its slots in rank order, so all hold the same bits and
+// no block reads another's memory (none waits for the others to leave).
+inline constexpr int kOnChipThreads = kNormalizeOnChipThreads;  // two blocks a multiprocessor (64 registers)
+template <SoftmaxOp kOp, class In>
+inline constexpr int kOnChipPacks = normalize_on_chip_packs(kOp, int(sizeof(In)));
+
+// The pack's registers as the compiler must assume changed: elements converted in one pass are
+// converted again in the next instead of being kept (bfloat16's 64 converted floats a thread
+// had spilled).
+template <class P>
+__device__ __forceinline__ void opaque(P& p) {
+  static_assert(sizeof(P) == 16);
+  uint4 u;
+  memcpy(&u, &p, 16);
+  asm volatile("" : "+r"(u.x), "+r"(u.y), "+r"(u.z), "+r"(u.w));
+  memcpy(&p, &u, 16);
+}
+
+// Arrive at and wait on the cluster's barrier; `release` where this thread's stores into other
+// blocks must be seen after the wait (the other threads arrive relaxed: no fence each).
+__device__ __forceinline__ void cluster_barrier(bool release) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  if (release)
+    asm volatile("barrier.cluster.arrive.release.aligned;" ::: "memory");
+  else
+    asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
+  asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory");
+#endif
+}
+
+template <SoftmaxOp kOp, class In, class Out, class Acc>
+__global__ void __launch_bounds__(kOnChipThreads, 2)
+    on_chip_rows_kernel(const In* __restrict__ x, const In* __restrict__ y, Out* __restrict__ out, int64_t size,
+                        int span, int cluster) {
+  constexpr int kVec = 16 / sizeof(In);
+  constexpr int kP = kOnChipPacks<kOp, In>;
+  using InPack = Pack<In, kVec>;
+  using OutPack = Pack<Out, kVec>;
+  const int64_t row = blockIdx.x / cluster;
+  const int rank = blockIdx.x % cluster;
+  // (a row on chip has fewer than 2^31 packs: 32-bit offsets, fewer registers)
+  const int first = rank * span + int(threadIdx.x);
+  const int end = std::min(int(size / kVec), rank * span + span);
+  const InPack* xr = reinterpret_cast<const InPack*>(x + row * size);
+  const InPack* yr = is_backward(kOp) ? reinterpret_cast<const InPack*>(y + row * size) : nullptr;
+  OutPack* dst = reinterpret_cast<OutPack*>(out + row * size);
+  const auto at = [&](int j) { return first + j * int(blockDim.x); };
+  InPack p[kP], q[kP];
+#pragma unroll
+  for (int j = 0; j < kP; ++j)
+    if (at(j) < end) {
+      p[j] = xr[at(j)];
+      if constexpr (is_backward(kOp)) q[j] = yr[at(j)];
+    }
+  const auto forget = [&] {
+#pragma unroll
+    for (int j = 0; j < kP; ++j) {
+      opaque(p[j]);
+      if constexpr (is_backward(kOp)) opaque(q[j]);
+    }
+  };
+  __shared__ ExpSum<Acc> shared[33];  // (backward: .max carries the sum)
+  __shared__ ExpSum<Acc> slots[kNormalizeOnChipClusterMost];
+  const auto combine = [](ExpSum<Acc> u, ExpSum<Acc> v) {
+    return is_backward(kOp) ? ExpSum<Acc>{u.max + v.max, Acc(0)} : ExpSum<Acc>::combine(u, v);
+  };
+  ExpSum<Acc> s;
+  if constexpr (!is_backward(kOp)) {
+    Acc m = -INFINITY, sum = Acc(0);
+#pragma unroll
+    for (int j = 0; j < kP; ++j)
+      if (at(j) < end) {
+#pragma unroll
+        for (int e = 0; e < kVec; ++e) m = norm_max(m, element_cast<Acc>(p[j].v[e]));
+      }
+    forget();
+    if (m != -INFINITY) {  // (all -inf, or none: sum 0, as ExpSum::add leaves it)
+#pragma unroll
+      for (int j = 0; j < kP; ++j)
+        if (at(j) < end) {
+#pragma unroll
+          for (int e = 0; e < kVec; ++e) sum += norm_exp(element_cast<Acc>(p[j].v[e]) - m);
+        }
+    }
+    s = block_combine(warp_exp_sum(ExpSum<Acc>{m, sum}), combine, shared);
+  } else {
+    Acc total = Acc(0);
+#pragma unroll
+    for (int j = 0; j < kP; ++j)
+      if (at(j) < end) {
+#pragma unroll
+        for (int e = 0; e < kVec; ++e)
+          total += backward_term<kOp, Acc>(element_cast<Acc>(p[j].v[e]), element_cast<Acc>(q[j].v[e]));
+      }
+    s = block_combine(ExpSum<Acc>{group_sum<32>(total), Acc(0)}, combine, shared);
+  }
+  forget();
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  if (cluster > 1) {
+    namespace cg = cooperative_groups;
+    const cg::cluster_group blocks = cg::this_cluster();
+    if (threadIdx.x < unsigned(cluster)) *blocks.map_shared_rank(&slots[rank], threadIdx.x) = s;
+    cluster_barrier(threadIdx.x < 32);
+    s = slots[0];
+    for (int r = 1; r < cluster; ++r) s = combine(s, slots[r]);
+  }
+#endif
+  // softmax: exp(x - max) times the sum's reciprocal (one division a row, not an element)
+  const Acc inv = kOp == SoftmaxOp::Softmax ? Acc(1) / s.sum : Acc(0);
+#pragma unroll
+  for (int j = 0; j < kP; ++j)
+    if (at(j) < end) {
+      OutPack r;
+#pragma unroll
+      for (int e = 0; e < kVec; ++e) {
+        const Acc xv = element_cast<Acc>(p[j].v[e]);
+        if constexpr (kOp == SoftmaxOp::Softmax) {
+          r.v[e] = element_cast<Out>(norm_exp(xv - s.max) * inv);
+        } else {
+          const Acc yv = is_backward(kOp) ? element_cast<Acc>(q[j].v[e]) : Acc(0);
+          r.v[e] = element_cast<Out>(normalize_one<kOp, Acc>(xv, yv, s.max, s.sum));
+        }
+      }
+      dst[at(j)] = r;
+    }
+}
+
 // Columns of (outer, size, inner): a block 32 adjacent columns of one outer index (x) times Y
 // threads down (y), each thread the rows ty, ty + Y, ...; the Y statistics of a column combined
 // in y order by each of its threads.
@@ -345,6 +483,29 @@ cudaError_t launch_block_rows(const In* x, const In* y, Out* out, int64_t rows, 
   return cudaGetLastError();
 }
 
+template <SoftmaxOp kOp, class In, class Out, class Acc>
+cudaError_t launch_on_chip_rows(const In* x, const In* y, Out* out, int64_t rows, int64_t size, int cluster,
+                                cudaStream_t stream) {
+  constexpr int kVec = 16 / sizeof(In);
+  const int span = int((size / kVec + cluster - 1) / cluster);  // packs a block
+  // Threads for the span at kOnChipPacks packs each, whole warps (short rows: small blocks, more a
+  // multiprocessor).
+  const int64_t threads = std::max<int64_t>(32, ((span + kOnChipPacks<kOp, In> - 1) / kOnChipPacks<kOp, In> + 31) / 32 * 32);
+  if (rows * cluster > 0x7fffffff || threads > kOnChipThreads) return cudaErrorInvalidValue;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeClusterDimension;
+  attr[0].val.clusterDim.x = unsigned(cluster);
+  attr[0].val.clusterDim.y = 1;
+  attr[0].val.clusterDim.z = 1;
+  cudaLaunchConfig_t config = {};
+  config.gridDim = dim3(unsigned(rows * cluster));
+  config.blockDim = dim3(unsigned(threads));
+  config.stream = stream;
+  config.attrs = attr;
+  config.numAttrs = cluster > 1 ? 1 : 0;
+  return cudaLaunchKernelEx(&config, on_chip_rows_kernel<kOp, In, Out, Acc>, x, y, out, size, span, cluster);
+}
+
 template <SoftmaxOp kOp, class In, class Out>
 cudaError_t launch(const NormalizeArgs& a, cudaStream_t stream) {
   using Acc = NormAcc<In>;
@@ -368,6 +529,10 @@ cudaError_t launch(const NormalizeArgs& a, cudaStream_t stream) {
                      reinterpret_cast<uintptr_t>(out) % (sizeof(Out) * kVec) == 0;
   const int64_t most = packs ? int64_t(32) * kPacksMost<In> * kVec : 1024;
   if (a.size <= most) return launch_rows_in_registers<kOp, In, Out, Acc>(x, y, out, a.outer, int(a.size), packs, stream);
+  if (const int cluster = normalize_on_chip_blocks(kOp, int(sizeof(In)), a.size, packs, a.cc_major,
+                                                   tuning_for(a.cc_major).normalize_on_chip_most_bytes);
+      cluster > 0)
+    return launch_on_chip_rows<kOp, In, Out, Acc>(x, y, out, a.outer, a.size, cluster, stream);
   if (packs) return launch_block_rows<kOp, In, Out, Acc, kVec>(x, y, out, a.outer, a.size, stream);
   return launch_block_rows<kOp, In, Out, Acc, 1>(x, y, out, a.outer, a.size, stream);
 }
