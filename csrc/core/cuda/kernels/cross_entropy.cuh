@@ -16,6 +16,7 @@ namespace treduce::cuda::xent {
 using norm::Pack;
 inline constexpr int kReduceThreads = 1024;
 inline constexpr int kColumnsThreads = 256;
+inline constexpr int kRowLoads = 4;  // rows_forward_kernel's packs in flight a thread
 
 template <class In, class Acc>
 __device__ __forceinline__ Acc weight_of(const In* weight, int64_t c) {
@@ -73,10 +74,38 @@ __global__ void __launch_bounds__(512) rows_forward_kernel(CrossEntropyArgs a) {
   const bool smooth = a.smoothing != 0.0;
   XentStats<Acc> st = XentStats<Acc>::identity();
   const int64_t packs = a.classes / kVec;
-  for (int64_t k = threadIdx.x; k < packs; k += blockDim.x) {
-    const InPack p = reinterpret_cast<const InPack*>(row)[k];
+  const InPack* prow = reinterpret_cast<const InPack*>(row);
+  if (!smooth) {
+    // kRowLoads packs a thread at once; their maximum first, then their exps against it, combined
+    // into the running statistics once a round (not an exp and a branch an element to move it)
+    for (int64_t k0 = threadIdx.x; k0 < packs; k0 += int64_t(blockDim.x) * kRowLoads) {
+      InPack p[kRowLoads];
 #pragma unroll
-    for (int e = 0; e < kVec; ++e) st.add(element_cast<Acc>(p.v[e]), smooth ? weight_of<In, Acc>(weight, k * kVec + e) : Acc(0));
+      for (int u = 0; u < kRowLoads; ++u)
+        if (k0 + int64_t(u) * blockDim.x < packs) p[u] = prow[k0 + int64_t(u) * blockDim.x];
+      Acc m = -INFINITY, sum = Acc(0);
+#pragma unroll
+      for (int u = 0; u < kRowLoads; ++u)
+        if (k0 + int64_t(u) * blockDim.x < packs) {
+#pragma unroll
+          for (int e = 0; e < kVec; ++e) m = norm_max(m, element_cast<Acc>(p[u].v[e]));
+        }
+      if (m != -INFINITY) {  // (all -inf: sum 0, as ExpSum::add leaves it)
+#pragma unroll
+        for (int u = 0; u < kRowLoads; ++u)
+          if (k0 + int64_t(u) * blockDim.x < packs) {
+#pragma unroll
+            for (int e = 0; e < kVec; ++e) sum += norm_exp(element_cast<Acc>(p[u].v[e]) - m);
+          }
+      }
+      st.e = ExpSum<Acc>::combine(st.e, ExpSum<Acc>{m, sum});
+    }
+  } else {
+    for (int64_t k = threadIdx.x; k < packs; k += blockDim.x) {
+      const InPack p = prow[k];
+#pragma unroll
+      for (int e = 0; e < kVec; ++e) st.add(element_cast<Acc>(p.v[e]), weight_of<In, Acc>(weight, k * kVec + e));
+    }
   }
   __shared__ XentStats<Acc> shared[33];
   st = warp_stats(st);
@@ -212,8 +241,8 @@ cudaError_t launch(const CrossEntropyArgs& a, bool backward, cudaStream_t stream
     const void* out = backward ? a.grad_x : nullptr;
     const bool packs = a.classes % kVec == 0 && reinterpret_cast<uintptr_t>(a.x) % 16 == 0 &&
                        (!backward || reinterpret_cast<uintptr_t>(out) % 16 == 0);
-    int threads = 64;
-    while (threads < 512 && int64_t(threads) * 4 * (packs ? kVec : 1) < a.classes) threads *= 2;
+    int threads = 64;  // (about kRowLoads packs a thread)
+    while (threads < 512 && int64_t(threads) * kRowLoads * (packs ? kVec : 1) < a.classes) threads *= 2;
     if (backward) {
       if (packs) rows_backward_kernel<In, Acc, kVec><<<unsigned(samples), threads, 0, stream>>>(a);
       else rows_backward_kernel<In, Acc, 1><<<unsigned(samples), threads, 0, stream>>>(a);
