@@ -247,8 +247,8 @@ __global__ void __launch_bounds__(kBlockRowThreads)
 // Rows on chip: row blockIdx.x / cluster, its packs [rank * span, rank * span + span) in the
 // block of rank blockIdx.x % cluster (a 1-d cluster is consecutive blocks), kPacks a thread in
 // registers, loaded once. Each block combines its threads' statistics in warp order and stores
-// them into slot `rank` of every block of its cluster (distributed shared memory); after one
-// cluster barrier each block combines its slots in rank order, so all hold the same bits and
+// them into slot `rank` of every block of its cluster (distributed shared memory); after the
+// cluster's barrier each block combines its slots in rank order, so all hold the same bits and
 // no block reads another's memory (none waits for the others to leave).
 inline constexpr int kOnChipThreads = kNormalizeOnChipThreads;  // two blocks a multiprocessor (64 registers)
 template <SoftmaxOp kOp, class In>
@@ -266,14 +266,19 @@ __device__ __forceinline__ void opaque(P& p) {
   memcpy(&p, &u, 16);
 }
 
-// Arrive at and wait on the cluster's barrier; `release` where this thread's stores into other
-// blocks must be seen after the wait (the other threads arrive relaxed: no fence each).
-__device__ __forceinline__ void cluster_barrier(bool release) {
+// The cluster's barrier, split: arrive (`release` where this thread's stores into other blocks
+// must be seen after the wait; the other threads arrive relaxed, no fence each), then wait.
+__device__ __forceinline__ void cluster_arrive(bool release) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   if (release)
     asm volatile("barrier.cluster.arrive.release.aligned;" ::: "memory");
   else
     asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
+#endif
+}
+
+__device__ __forceinline__ void cluster_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory");
 #endif
 }
@@ -295,6 +300,9 @@ __global__ void __launch_bounds__(kOnChipThreads, 2)
   const InPack* yr = is_backward(kOp) ? reinterpret_cast<const InPack*>(y + row * size) : nullptr;
   OutPack* dst = reinterpret_cast<OutPack*>(out + row * size);
   const auto at = [&](int j) { return first + j * int(blockDim.x); };
+  // (a block may store into another's shared memory only once that block runs: a first barrier
+  // phase, arrived at here and waited on just before those stores)
+  if (cluster > 1) cluster_arrive(false);
   InPack p[kP], q[kP];
 #pragma unroll
   for (int j = 0; j < kP; ++j)
@@ -349,8 +357,10 @@ __global__ void __launch_bounds__(kOnChipThreads, 2)
   if (cluster > 1) {
     namespace cg = cooperative_groups;
     const cg::cluster_group blocks = cg::this_cluster();
+    cluster_wait();  // every block of the cluster runs
     if (threadIdx.x < unsigned(cluster)) *blocks.map_shared_rank(&slots[rank], threadIdx.x) = s;
-    cluster_barrier(threadIdx.x < 32);
+    cluster_arrive(threadIdx.x < 32);
+    cluster_wait();
     s = slots[0];
     for (int r = 1; r < cluster; ++r) s = combine(s, slots[r]);
   }
