@@ -187,6 +187,38 @@ def plot_ladder(rows, path: Path) -> None:
     plt.close(fig)
 
 
+SAMPLE_KEYS = ("samples_us", "samples")
+
+
+def _compact(v):
+    """A summary's value: floats to 6 significant digits, raw samples dropped."""
+    if isinstance(v, float):
+        return float(f"{v:.6g}")
+    if isinstance(v, dict):
+        return {k: _compact(x) for k, x in v.items() if k not in SAMPLE_KEYS}
+    if isinstance(v, list):
+        return [_compact(x) for x in v]
+    return v
+
+
+def write_summary(path: Path, payload: dict) -> list[Path]:
+    """payload as a compact summary at `path` (no raw samples; a row a line, so that a new run's
+    diff reads case by case) and, where its rows carry samples, the whole payload beside it as
+    <stem>_samples.json (not kept in git: .gitignore)."""
+    payload = json.loads(json.dumps(payload, default=str))
+    compact = _compact(payload)
+    lists = [k for k, v in compact.items() if isinstance(v, list) and v and isinstance(v[0], dict)]
+    parts = [f" {json.dumps(k)}: {json.dumps(v)}" for k, v in compact.items() if k not in lists]
+    parts += [f' {json.dumps(k)}: [\n' + ",\n".join("  " + json.dumps(r) for r in compact[k]) + "\n ]" for k in lists]
+    path.write_text("{\n" + ",\n".join(parts) + "\n}\n")
+    written = [path]
+    if compact != payload:
+        samples = path.with_name(path.stem + "_samples.json")
+        samples.write_text(json.dumps(payload, indent=1))
+        written.append(samples)
+    return written
+
+
 def write_all(out: Path, kind: str, env: dict, rows, config: dict) -> list[Path]:
     """results.json / .md / plots for a sweep; ladder.json / .md / .png for the ladder."""
     out.mkdir(parents=True, exist_ok=True)
@@ -194,8 +226,8 @@ def write_all(out: Path, kind: str, env: dict, rows, config: dict) -> list[Path]
     written = [out / f"{stem}.json", out / f"{stem}.md"]
     config = {k: v for k, v in config.items() if k != "out"}  # a local path says nothing
     payload = {"kind": kind, "environment": env, "config": config, "rows": [asdict(r) for r in rows]}
-    written[0].write_text(json.dumps(payload, indent=1, default=str))
     written[1].write_text(markdown(kind, env, rows))
+    written[:1] = write_summary(written[0], payload)
     if kind == "ladder":
         written.append(out / "ladder.png")
         plot_ladder(rows, written[-1])
@@ -283,12 +315,12 @@ def dims_markdown(env: dict, rows, eager) -> str:
 
 
 def write_dims(out: Path, env: dict, rows, eager, config: dict) -> list[Path]:
-    """results_dims.json (every sample, the environment) and results_dims.md."""
+    """results_dims.json (the summary, the environment; samples beside it) and results_dims.md."""
     out.mkdir(parents=True, exist_ok=True)
     written = [out / "results_dims.json", out / "results_dims.md"]
     config = {k: v for k, v in config.items() if k != "out"}
     payload = {"kind": "dims", "environment": env, "config": config, "rows": [asdict(r) for r in rows],
                "eager": [asdict(r) for r in eager]}
-    written[0].write_text(json.dumps(payload, indent=1, default=str))
     written[1].write_text(dims_markdown(env, rows, eager))
+    written[:1] = write_summary(written[0], payload)
     return written
