@@ -79,26 +79,12 @@ __global__ void __launch_bounds__(512) rows_forward_kernel(CrossEntropyArgs a) {
     // kRowLoads packs a thread at once; their maximum first, then their exps against it, combined
     // into the running statistics once a round (not an exp and a branch an element to move it)
     for (int64_t k0 = threadIdx.x; k0 < packs; k0 += int64_t(blockDim.x) * kRowLoads) {
+      const auto live = [&](int u) { return k0 + int64_t(u) * blockDim.x < packs; };
       InPack p[kRowLoads];
 #pragma unroll
       for (int u = 0; u < kRowLoads; ++u)
-        if (k0 + int64_t(u) * blockDim.x < packs) p[u] = prow[k0 + int64_t(u) * blockDim.x];
-      Acc m = -INFINITY, sum = Acc(0);
-#pragma unroll
-      for (int u = 0; u < kRowLoads; ++u)
-        if (k0 + int64_t(u) * blockDim.x < packs) {
-#pragma unroll
-          for (int e = 0; e < kVec; ++e) m = norm_max(m, element_cast<Acc>(p[u].v[e]));
-        }
-      if (m != -INFINITY) {  // (all -inf: sum 0, as ExpSum::add leaves it)
-#pragma unroll
-        for (int u = 0; u < kRowLoads; ++u)
-          if (k0 + int64_t(u) * blockDim.x < packs) {
-#pragma unroll
-            for (int e = 0; e < kVec; ++e) sum += norm_exp(element_cast<Acc>(p[u].v[e]) - m);
-          }
-      }
-      st.e = ExpSum<Acc>::combine(st.e, ExpSum<Acc>{m, sum});
+        if (live(u)) p[u] = prow[k0 + int64_t(u) * blockDim.x];
+      st.e = ExpSum<Acc>::combine(st.e, norm::packs_exp_sum<Acc>(p, live, [] {}));
     }
   } else {
     for (int64_t k = threadIdx.x; k < packs; k += blockDim.x) {

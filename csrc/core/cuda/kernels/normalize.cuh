@@ -76,6 +76,31 @@ __device__ __forceinline__ ExpSum<Acc> warp_exp_sum(ExpSum<Acc> s) {
   return s;
 }
 
+// The maximum and sum of exps of the packs p[j] with live(j), held in registers: their maximum
+// first, then their exps against it (no rescaling an element); between(), between the two
+// passes. All -inf, or none: sum 0, as ExpSum::add leaves it.
+template <class Acc, class In, int kVec, int kN, class Live, class Between>
+__device__ __forceinline__ ExpSum<Acc> packs_exp_sum(const Pack<In, kVec> (&p)[kN], const Live& live,
+                                                     const Between& between) {
+  Acc m = -INFINITY, sum = Acc(0);
+#pragma unroll
+  for (int j = 0; j < kN; ++j)
+    if (live(j)) {
+#pragma unroll
+      for (int e = 0; e < kVec; ++e) m = norm_max(m, element_cast<Acc>(p[j].v[e]));
+    }
+  between();
+  if (m != -INFINITY) {
+#pragma unroll
+    for (int j = 0; j < kN; ++j)
+      if (live(j)) {
+#pragma unroll
+        for (int e = 0; e < kVec; ++e) sum += norm_exp(element_cast<Acc>(p[j].v[e]) - m);
+      }
+  }
+  return {m, sum};
+}
+
 // Rows in registers: kLanes lanes a row, 32 / kLanes rows a warp; lane l of a row holds its
 // packs l, l + kLanes, ... (kPacks of them, kVec elements each). Rows past the last, and
 // elements past a row's end, take part in no sum.
@@ -324,23 +349,8 @@ __global__ void __launch_bounds__(kOnChipThreads, 2)
   };
   ExpSum<Acc> s;
   if constexpr (!is_backward(kOp)) {
-    Acc m = -INFINITY, sum = Acc(0);
-#pragma unroll
-    for (int j = 0; j < kP; ++j)
-      if (at(j) < end) {
-#pragma unroll
-        for (int e = 0; e < kVec; ++e) m = norm_max(m, element_cast<Acc>(p[j].v[e]));
-      }
-    forget();
-    if (m != -INFINITY) {  // (all -inf, or none: sum 0, as ExpSum::add leaves it)
-#pragma unroll
-      for (int j = 0; j < kP; ++j)
-        if (at(j) < end) {
-#pragma unroll
-          for (int e = 0; e < kVec; ++e) sum += norm_exp(element_cast<Acc>(p[j].v[e]) - m);
-        }
-    }
-    s = block_combine(warp_exp_sum(ExpSum<Acc>{m, sum}), combine, shared);
+    const ExpSum<Acc> mine = packs_exp_sum<Acc>(p, [&](int j) { return at(j) < end; }, forget);
+    s = block_combine(warp_exp_sum(mine), combine, shared);
   } else {
     Acc total = Acc(0);
 #pragma unroll
