@@ -62,7 +62,7 @@ TREDUCE_HOST_DEVICE double norm_log(double v) { return log(v); }
 // (1 before).
 inline constexpr int kNormalizeOnChipThreads = 512;
 inline constexpr int kNormalizeOnChipClusterMost = 8;  // the portable cluster size
-inline constexpr int64_t kNormalizeOnChipMostBytes = int64_t(512) << 10;  // Tuning's default
+inline constexpr int64_t kNormalizeOnChipMostBytes = int64_t(512) << 10;  // Tuning's default (cuda/tuning.h)
 
 // 4 for a backward (two inputs) and for a float64 forward (8 spilled: its exp's registers).
 constexpr int normalize_on_chip_packs(SoftmaxOp op, int bytes) { return is_backward(op) || bytes == 8 ? 4 : 8; }

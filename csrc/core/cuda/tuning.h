@@ -1,7 +1,7 @@
 // The choices between kernels as data (Tuning): one table per architecture, each value with where it
 // was measured, and TREDUCE_TUNING's trials of other values. Only the planner (plan_reduce.h,
-// compiled once in plan_reduce.cpp) and exact's launcher (exact.cu) read it: a change here
-// rebuilds no other kernel.
+// compiled once in plan_reduce.cpp), exact's launcher (exact.cu) and the softmax family's
+// (normalize.cu) read it: a change here rebuilds no other kernel.
 #pragma once
 
 #include <algorithm>
@@ -11,6 +11,7 @@
 #include <iterator>
 #include <string>
 
+#include "../normalize.h"
 #include "plan.h"
 
 namespace treduce::cuda {
@@ -280,7 +281,7 @@ struct Tuning {
   // softmax's family (kernels/normalize.cuh): rows of whole packs of at most this many bytes (of
   // x) are held in registers, over a cluster of up to 8 blocks of 64 KiB (32 KiB a backward), and
   // read once; longer rows are read twice. 1: never.
-  int64_t normalize_on_chip_most_bytes = int64_t(512) << 10;
+  int64_t normalize_on_chip_most_bytes = kNormalizeOnChipMostBytes;
 };
 
 // Measured on the H100 and H200 (sm_90); other architectures take the same until measured.
