@@ -53,15 +53,31 @@ inline float exp_nonpositive(float v) {
   return exp_nonpositive<V1, U1>(V1{v})[0];
 }
 
-// The CPU's exp of softmax's arguments: the branch-free float version, libm's for double.
-inline float norm_exp_cpu(float v) { return exp_nonpositive(v); }
-inline double norm_exp_cpu(double v) { return norm_exp(v); }
-
 // 16 bytes: the baseline's SSE registers (GCC lowers the compares of wider vectors element by
 // element there); kNormVecs of them side by side.
 using NormVec = float __attribute__((vector_size(16)));
 using NormBits = uint32_t __attribute__((vector_size(16)));
 inline constexpr int kNormVecs = kNormLanes / 4;
+
+// The CPU's exp of softmax's arguments: the branch-free float version (4 lanes or one), libm's
+// for double.
+inline NormVec norm_exp_cpu(NormVec v) { return exp_nonpositive<NormVec, NormBits>(v); }
+inline float norm_exp_cpu(float v) { return exp_nonpositive(v); }
+inline double norm_exp_cpu(double v) { return norm_exp(v); }
+
+// A forward's value a row (or column), once: 1 / sum (softmax) or max + log(sum) (log_softmax).
+template <SoftmaxOp kOp, class Acc>
+inline Acc forward_scale(Acc max, Acc sum) {
+  return kOp == SoftmaxOp::Softmax ? Acc(1) / sum : max + norm_log(sum);
+}
+
+// An element's forward result from it: exp(x - max) * a (softmax) or x - a (log_softmax), for
+// an element or a NormVec of them.
+template <SoftmaxOp kOp, class V, class Acc>
+inline V forward_value(V x, Acc max, Acc a) {
+  if constexpr (kOp == SoftmaxOp::Softmax) return norm_exp_cpu(x - max) * a;
+  else return x - a;
+}
 
 // 4 elements of x as floats.
 template <class In>
@@ -97,26 +113,22 @@ void normalize_row(const In* x, Out* out, int64_t n) {
   // (a maximum of -inf: every element -inf, whose x - m is NaN, as torch's)
   NormVec sums[kNormVecs] = {};
   for (int64_t d = 0; d < whole; d += kNormLanes)
-    for (int j = 0; j < kNormVecs; ++j) sums[j] += exp_nonpositive<NormVec, NormBits>(norm_load(x + d + 4 * j) - m);
+    for (int j = 0; j < kNormVecs; ++j) sums[j] += norm_exp_cpu(norm_load(x + d + 4 * j) - m);
   float sum = 0.0f;
   for (const auto& l : sums)
     for (int k = 0; k < 4; ++k) sum += l[k];
-  for (int64_t d = whole; d < n; ++d) sum += exp_nonpositive(element_cast<float>(x[d]) - m);
-  const float a = kOp == SoftmaxOp::Softmax ? 1.0f / sum : m + norm_log(sum);
+  for (int64_t d = whole; d < n; ++d) sum += norm_exp_cpu(element_cast<float>(x[d]) - m);
+  const float a = forward_scale<kOp>(m, sum);
   const int64_t fours = n / 4 * 4;
   for (int64_t d = 0; d < fours; d += 4) {
-    const NormVec v = norm_load(x + d);
-    const NormVec r = kOp == SoftmaxOp::Softmax ? exp_nonpositive<NormVec, NormBits>(v - m) * a : v - a;
+    const NormVec r = forward_value<kOp>(norm_load(x + d), m, a);
     if constexpr (std::is_same_v<Out, float>) {
       std::memcpy(out + d, &r, sizeof r);
     } else {
       for (int k = 0; k < 4; ++k) out[d + k] = element_cast<Out>(r[k]);
     }
   }
-  for (int64_t d = fours; d < n; ++d) {
-    const float v = element_cast<float>(x[d]);
-    out[d] = element_cast<Out>(kOp == SoftmaxOp::Softmax ? exp_nonpositive(v - m) * a : v - a);
-  }
+  for (int64_t d = fours; d < n; ++d) out[d] = element_cast<Out>(forward_value<kOp>(element_cast<float>(x[d]), m, a));
 }
 
 // Tasks of a call: its rows, or its strips.
@@ -153,16 +165,11 @@ void normalize_task(const NormalizeArgs& a, int64_t task) {
       const In* row = x + base + d * inner;
       for (int64_t i = 0; i < w; ++i) second[i] += norm_exp_cpu(load(row[i]) - first[i]);
     }
-    // softmax: times 1 / sum; log_softmax: minus max + log(sum); each once a column
-    for (int64_t i = 0; i < w; ++i)
-      second[i] = kOp == SoftmaxOp::Softmax ? Acc(1) / second[i] : first[i] + norm_log(second[i]);
+    for (int64_t i = 0; i < w; ++i) second[i] = forward_scale<kOp>(first[i], second[i]);
     for (int64_t d = 0; d < n; ++d) {
       const In* row = x + base + d * inner;
       Out* dst = out + base + d * inner;
-      for (int64_t i = 0; i < w; ++i) {
-        const Acc v = load(row[i]);
-        dst[i] = element_cast<Out>(kOp == SoftmaxOp::Softmax ? norm_exp_cpu(v - first[i]) * second[i] : v - second[i]);
-      }
+      for (int64_t i = 0; i < w; ++i) dst[i] = element_cast<Out>(forward_value<kOp>(load(row[i]), first[i], second[i]));
     }
   } else {
     for (int64_t i = 0; i < w; ++i) first[i] = Acc(0);
