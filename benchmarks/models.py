@@ -40,6 +40,9 @@ from torch import nn
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import torch_reduce  # noqa: E402
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import report  # noqa: E402
+
 MODES = {"torch": contextlib.nullcontext, "dispatcher": lambda: torch_reduce.override("dispatcher"),
          "python": lambda: torch_reduce.override("python")}
 
@@ -313,9 +316,6 @@ def main(argv=None) -> int:
 
     args.out.mkdir(parents=True, exist_ok=True)
     env = {"torch": torch.__version__, "gpu": torch.cuda.get_device_name(), "cuda": torch.version.cuda}
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    import report  # (after torch_reduce: the benchmarks folder's modules only)
-
     report.write_summary(args.out / "models.json", {"environment": env, "rows": rows, "calls": routed})
     lines = [f"# override() on whole eager steps ({env['gpu']}, torch {env['torch']})", "",
              "| case | torch ms | dispatcher ms | python ms | torch / dispatcher | torch / python | peak MiB torch / dispatcher |",
