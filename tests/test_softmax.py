@@ -10,11 +10,12 @@ import torch_reduce
 from util import DEVICES, cuda_only, fresh_generator
 
 FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
-# (shape, dim): rows of every warp size and past them (block rows), columns, a single element.
+# (shape, dim): rows of every warp size and past them (block rows), columns (blocks of 8, 16 and
+# 32 of them on CUDA), a single element.
 SHAPES = [
     ((7, 1), -1), ((5, 5), 1), ((3, 32), -1), ((9, 33), -1), ((4, 100), 1), ((6, 1000), -1), ((2, 1024), -1),
     ((3, 1025), 1), ((2, 4099), -1), ((1, 40000), -1), ((3, 7, 5), 1), ((2, 300, 17), 1), ((1000, 6), 0),
-    ((2, 3, 70, 3), 2), ((13,), 0), ((), 0),
+    ((2, 3, 70, 3), 2), ((3, 4500), 0), ((20, 9000), 0), ((13,), 0), ((), 0),
 ]
 FORWARD = [("softmax", torch.softmax), ("log_softmax", torch.log_softmax)]
 

@@ -130,14 +130,31 @@ struct ExpSum {
   }
 };
 
+// A row's (or column's) value for its forward results, once: 1 / sum (softmax) or log(sum)
+// (log_softmax), so an element costs a multiply or a subtraction, not a division or a log.
+// (log_softmax keeps (x - max) - log(sum), torch's order: x - (max + log(sum)) would round the
+// sum of the two, off by up to half an ulp of max where the result is near 0.)
+template <SoftmaxOp kOp, class Acc>
+TREDUCE_HOST_DEVICE Acc forward_scale(Acc sum) {
+  return kOp == SoftmaxOp::Softmax ? Acc(1) / sum : norm_log(sum);
+}
+
 // The result of element x (forward) or of gradient g and result y (backward) of a row, given
-// the row's statistics: (max, sum) forward, (sum(g y) or sum(g), unused) backward.
+// the row's values: (max, forward_scale(sum)) forward, (sum(g y) or sum(g), unused)
+// backward.
 template <SoftmaxOp kOp, class Acc>
 TREDUCE_HOST_DEVICE Acc normalize_one(Acc x, Acc y, Acc a, Acc b) {
-  if constexpr (kOp == SoftmaxOp::Softmax) return norm_exp(x - a) / b;
-  else if constexpr (kOp == SoftmaxOp::LogSoftmax) return x - a - norm_log(b);
+  if constexpr (kOp == SoftmaxOp::Softmax) return norm_exp(x - a) * b;
+  else if constexpr (kOp == SoftmaxOp::LogSoftmax) return x - a - b;
   else if constexpr (kOp == SoftmaxOp::SoftmaxBackward) return y * (x - a);
   else return x - norm_exp(y) * a;
+}
+
+// What normalize_one takes as b: the forward's scale of the sum b, or the backward's (unused) b.
+template <SoftmaxOp kOp, class Acc>
+TREDUCE_HOST_DEVICE Acc row_value(Acc b) {
+  if constexpr (is_backward(kOp)) return b;
+  else return forward_scale<kOp>(b);
 }
 
 // What a backward row sums: g y (softmax) or g (log_softmax).

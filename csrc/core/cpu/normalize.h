@@ -65,18 +65,12 @@ inline NormVec norm_exp_cpu(NormVec v) { return exp_nonpositive<NormVec, NormBit
 inline float norm_exp_cpu(float v) { return exp_nonpositive(v); }
 inline double norm_exp_cpu(double v) { return norm_exp(v); }
 
-// A forward's value a row (or column), once: 1 / sum (softmax) or max + log(sum) (log_softmax).
-template <SoftmaxOp kOp, class Acc>
-inline Acc forward_scale(Acc max, Acc sum) {
-  return kOp == SoftmaxOp::Softmax ? Acc(1) / sum : max + norm_log(sum);
-}
-
-// An element's forward result from it: exp(x - max) * a (softmax) or x - a (log_softmax), for
-// an element or a NormVec of them.
+// An element's forward result from it and the row's a = forward_scale (core/normalize.h):
+// exp(x - max) * a (softmax) or x - max - a (log_softmax), for an element or a NormVec of them.
 template <SoftmaxOp kOp, class V, class Acc>
 inline V forward_value(V x, Acc max, Acc a) {
   if constexpr (kOp == SoftmaxOp::Softmax) return norm_exp_cpu(x - max) * a;
-  else return x - a;
+  else return x - max - a;
 }
 
 // 4 elements of x as floats.
@@ -118,7 +112,7 @@ void normalize_row(const In* x, Out* out, int64_t n) {
   for (const auto& l : sums)
     for (int k = 0; k < 4; ++k) sum += l[k];
   for (int64_t d = whole; d < n; ++d) sum += norm_exp_cpu(element_cast<float>(x[d]) - m);
-  const float a = forward_scale<kOp>(m, sum);
+  const float a = forward_scale<kOp>(sum);
   const int64_t fours = n / 4 * 4;
   for (int64_t d = 0; d < fours; d += 4) {
     const NormVec r = forward_value<kOp>(norm_load(x + d), m, a);
@@ -165,7 +159,7 @@ void normalize_task(const NormalizeArgs& a, int64_t task) {
       const In* row = x + base + d * inner;
       for (int64_t i = 0; i < w; ++i) second[i] += norm_exp_cpu(load(row[i]) - first[i]);
     }
-    for (int64_t i = 0; i < w; ++i) second[i] = forward_scale<kOp>(first[i], second[i]);
+    for (int64_t i = 0; i < w; ++i) second[i] = forward_scale<kOp>(second[i]);
     for (int64_t d = 0; d < n; ++d) {
       const In* row = x + base + d * inner;
       Out* dst = out + base + d * inner;

@@ -46,11 +46,6 @@ struct alignas(sizeof(T) * N) Pack {
   T v[N];
 };
 
-template <class In, class Acc>
-__device__ __forceinline__ Acc load_as(const In* p, int64_t i) {
-  return element_cast<Acc>(p[i]);
-}
-
 // Shuffle reductions within groups of kLanes lanes (xor masks below kLanes: fixed pairs).
 template <int kLanes, class Acc>
 __device__ __forceinline__ Acc group_max(Acc v) {
@@ -149,9 +144,13 @@ __global__ void __launch_bounds__(kWarpRowsBlock)
     for (int j = 0; j < kPacks; ++j)
       if (in_row(j)) {
 #pragma unroll
-        for (int e = 0; e < kVec; ++e) b += norm_exp(v[j][e] - a);
+        for (int e = 0; e < kVec; ++e) {
+          const Acc t = norm_exp(v[j][e] - a);
+          b += t;
+          if constexpr (kOp == SoftmaxOp::Softmax) v[j][e] = t;  // (kept: softmax's result is t / sum)
+        }
       }
-    b = group_sum<kLanes>(b);
+    b = forward_scale<kOp>(group_sum<kLanes>(b));
   } else {
 #pragma unroll
     for (int j = 0; j < kPacks; ++j)
@@ -164,7 +163,8 @@ __global__ void __launch_bounds__(kWarpRowsBlock)
     if (!in_row(j)) continue;
     OutPack r;
 #pragma unroll
-    for (int e = 0; e < kVec; ++e) r.v[e] = element_cast<Out>(normalize_one<kOp, Acc>(v[j][e], w[j][e], a, b));
+    for (int e = 0; e < kVec; ++e)
+      r.v[e] = element_cast<Out>(kOp == SoftmaxOp::Softmax ? v[j][e] * b : normalize_one<kOp, Acc>(v[j][e], w[j][e], a, b));
     *reinterpret_cast<OutPack*>(out + start + (lane + kLanes * j) * kVec) = r;
   }
 }
@@ -185,9 +185,13 @@ __device__ __forceinline__ T block_combine(T v, const Combine& combine, T* share
   return shared[32];
 }
 
+// Whether the first read of a backward row takes y: softmax's sums g y, log_softmax's g alone.
+constexpr bool sums_y(SoftmaxOp op) { return op == SoftmaxOp::SoftmaxBackward; }
+
 // A block a row. kVec elements a load (16-byte packs where the row's start in x, y and out
 // allows, else single elements: kVec 1), kUnroll loads in flight a thread; the row's first
-// `cached` packs of x (and y) kept in dynamic shared memory by the first read for the second.
+// `cached` packs of what the first read takes (x, and y where sums_y) kept in dynamic shared
+// memory by the first read for the second.
 template <SoftmaxOp kOp, class In, class Out, class Acc, int kVec>
 __global__ void __launch_bounds__(kBlockRowThreads)
     block_rows_kernel(const In* __restrict__ x, const In* __restrict__ y, Out* __restrict__ out, int64_t size,
@@ -196,7 +200,7 @@ __global__ void __launch_bounds__(kBlockRowThreads)
   using OutPack = Pack<Out, kVec>;
   extern __shared__ __align__(16) unsigned char row_cache[];
   InPack* cache_x = reinterpret_cast<InPack*>(row_cache);
-  InPack* cache_y = cache_x + cached;  // backward only
+  InPack* cache_y = cache_x + cached;  // (sums_y only)
   const int64_t row = blockIdx.x;
   const InPack* xr = reinterpret_cast<const InPack*>(x + row * size);
   const InPack* yr = is_backward(kOp) ? reinterpret_cast<const InPack*>(y + row * size) : nullptr;
@@ -213,7 +217,7 @@ __global__ void __launch_bounds__(kBlockRowThreads)
       const int64_t k = k0 + int64_t(u) * T;
       if (k < packs) {
         p[u] = xr[k];
-        if constexpr (is_backward(kOp)) q[u] = yr[k];
+        if constexpr (sums_y(kOp)) q[u] = yr[k];
       }
     }
 #pragma unroll
@@ -222,12 +226,12 @@ __global__ void __launch_bounds__(kBlockRowThreads)
       if (k >= packs) break;
       if (k < cached) {
         cache_x[k] = p[u];
-        if constexpr (is_backward(kOp)) cache_y[k] = q[u];
+        if constexpr (sums_y(kOp)) cache_y[k] = q[u];
       }
 #pragma unroll
       for (int e = 0; e < kVec; ++e) {
         if constexpr (is_backward(kOp))
-          total += backward_term<kOp, Acc>(element_cast<Acc>(p[u].v[e]), element_cast<Acc>(q[u].v[e]));
+          total += backward_term<kOp, Acc>(element_cast<Acc>(p[u].v[e]), sums_y(kOp) ? element_cast<Acc>(q[u].v[e]) : Acc(0));
         else
           s.add(element_cast<Acc>(p[u].v[e]));
       }
@@ -237,7 +241,7 @@ __global__ void __launch_bounds__(kBlockRowThreads)
     __shared__ ExpSum<Acc> shared[33];
     s = warp_exp_sum(s);
     s = block_combine(s, [](ExpSum<Acc> u, ExpSum<Acc> v) { return ExpSum<Acc>::combine(u, v); }, shared);
-    a = s.max, b = s.sum;
+    a = s.max, b = forward_scale<kOp>(s.sum);
   } else {
     __shared__ Acc shared[33];
     total = group_sum<32>(total);
@@ -251,7 +255,7 @@ __global__ void __launch_bounds__(kBlockRowThreads)
       const int64_t k = k0 + int64_t(u) * T;
       if (k < packs) {
         p[u] = k < cached ? cache_x[k] : xr[k];
-        if constexpr (is_backward(kOp)) q[u] = k < cached ? cache_y[k] : yr[k];
+        if constexpr (is_backward(kOp)) q[u] = sums_y(kOp) && k < cached ? cache_y[k] : yr[k];
       }
     }
 #pragma unroll
@@ -375,65 +379,90 @@ __global__ void __launch_bounds__(kOnChipThreads, 2)
     for (int r = 1; r < cluster; ++r) s = combine(s, slots[r]);
   }
 #endif
-  // softmax: exp(x - max) times the sum's reciprocal (one division a row, not an element)
-  const Acc inv = kOp == SoftmaxOp::Softmax ? Acc(1) / s.sum : Acc(0);
+  const Acc b = row_value<kOp>(s.sum);
 #pragma unroll
   for (int j = 0; j < kP; ++j)
     if (at(j) < end) {
       OutPack r;
 #pragma unroll
       for (int e = 0; e < kVec; ++e) {
-        const Acc xv = element_cast<Acc>(p[j].v[e]);
-        if constexpr (kOp == SoftmaxOp::Softmax) {
-          r.v[e] = element_cast<Out>(norm_exp(xv - s.max) * inv);
-        } else {
-          const Acc yv = is_backward(kOp) ? element_cast<Acc>(q[j].v[e]) : Acc(0);
-          r.v[e] = element_cast<Out>(normalize_one<kOp, Acc>(xv, yv, s.max, s.sum));
-        }
+        const Acc yv = is_backward(kOp) ? element_cast<Acc>(q[j].v[e]) : Acc(0);
+        r.v[e] = element_cast<Out>(normalize_one<kOp, Acc>(element_cast<Acc>(p[j].v[e]), yv, s.max, b));
       }
       dst[at(j)] = r;
     }
 }
 
-// Columns of (outer, size, inner): a block 32 adjacent columns of one outer index (x) times Y
-// threads down (y), each thread the rows ty, ty + Y, ...; the Y statistics of a column combined
-// in y order by each of its threads.
+// Columns of (outer, size, inner): a block blockDim.x adjacent columns of one outer index (x)
+// times blockDim.y threads down (y, a power of two), each thread the rows ty, ty + Y, ...,
+// kUnroll loads in flight; the Y statistics of a column combined by a fixed tree in shared
+// memory (the same bits every run), then the same threads write.
 template <SoftmaxOp kOp, class In, class Out, class Acc>
 __global__ void __launch_bounds__(1024)
     columns_kernel(const In* __restrict__ x, const In* __restrict__ y, Out* __restrict__ out, int64_t column_blocks,
                    int64_t size, int64_t inner) {
-  __shared__ Acc first[32][33], second[32][33];
+  __shared__ Acc first[1024], second[1024];
+  const int X = blockDim.x, Y = blockDim.y, tx = threadIdx.x, ty = threadIdx.y;
   const int64_t o = blockIdx.x / column_blocks;
-  const int64_t i = (blockIdx.x % column_blocks) * 32 + threadIdx.x;
-  const int tx = threadIdx.x, ty = threadIdx.y, Y = blockDim.y;
+  const int64_t i = (blockIdx.x % column_blocks) * X + tx;
   const bool live = i < inner;
   const int64_t base = o * size * inner + i;
+  const int64_t stride = int64_t(Y) * inner;  // between a thread's rows
   if constexpr (!is_backward(kOp)) {
     ExpSum<Acc> s = ExpSum<Acc>::identity();
     if (live)
-      for (int64_t d = ty; d < size; d += Y) s.add(load_as<In, Acc>(x, base + d * inner));
-    first[ty][tx] = s.max, second[ty][tx] = s.sum;
+      for (int64_t d0 = ty; d0 < size; d0 += int64_t(Y) * kUnroll) {
+        Pack<In, 1> p[kUnroll];
+#pragma unroll
+        for (int u = 0; u < kUnroll; ++u)
+          if (d0 + int64_t(u) * Y < size) p[u].v[0] = x[base + d0 * inner + u * stride];
+        // (the maximum of the kUnroll, then their exps: one rescale a round, not an element)
+        s = ExpSum<Acc>::combine(s, packs_exp_sum<Acc>(p, [&](int u) { return d0 + int64_t(u) * Y < size; }, [] {}));
+      }
+    first[ty * X + tx] = s.max, second[ty * X + tx] = s.sum;
   } else {
     Acc s = Acc(0);
     if (live)
-      for (int64_t d = ty; d < size; d += Y)
-        s += backward_term<kOp, Acc>(load_as<In, Acc>(x, base + d * inner), load_as<In, Acc>(y, base + d * inner));
-    first[ty][tx] = s;
+      for (int64_t d0 = ty; d0 < size; d0 += int64_t(Y) * kUnroll) {
+        In g[kUnroll], v[kUnroll];
+#pragma unroll
+        for (int u = 0; u < kUnroll; ++u)
+          if (d0 + int64_t(u) * Y < size) g[u] = x[base + d0 * inner + u * stride], v[u] = y[base + d0 * inner + u * stride];
+#pragma unroll
+        for (int u = 0; u < kUnroll; ++u)
+          if (d0 + int64_t(u) * Y < size) s += backward_term<kOp, Acc>(element_cast<Acc>(g[u]), element_cast<Acc>(v[u]));
+      }
+    first[ty * X + tx] = s;
+  }
+  for (int h = Y / 2; h > 0; h /= 2) {
+    __syncthreads();
+    if (ty < h) {
+      const int k = ty * X + tx, l = (ty + h) * X + tx;
+      if constexpr (!is_backward(kOp)) {
+        const ExpSum<Acc> c = ExpSum<Acc>::combine({first[k], second[k]}, {first[l], second[l]});
+        first[k] = c.max, second[k] = c.sum;
+      } else {
+        first[k] += first[l];
+      }
+    }
   }
   __syncthreads();
   if (!live) return;
-  Acc a = Acc(0), b = Acc(0);
-  if constexpr (!is_backward(kOp)) {
-    ExpSum<Acc> s{first[0][tx], second[0][tx]};
-    for (int k = 1; k < Y; ++k) s = ExpSum<Acc>::combine(s, ExpSum<Acc>{first[k][tx], second[k][tx]});
-    a = s.max, b = s.sum;
-  } else {
-    for (int k = 0; k < Y; ++k) a += first[k][tx];
-  }
-  for (int64_t d = ty; d < size; d += Y) {
-    const int64_t at = base + d * inner;
-    const Acc yv = is_backward(kOp) ? load_as<In, Acc>(y, at) : Acc(0);
-    out[at] = element_cast<Out>(normalize_one<kOp, Acc>(load_as<In, Acc>(x, at), yv, a, b));
+  const Acc a = first[tx], b = row_value<kOp>(is_backward(kOp) ? Acc(0) : second[tx]);
+  for (int64_t d0 = ty; d0 < size; d0 += int64_t(Y) * kUnroll) {
+    In v[kUnroll], w[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u)
+      if (d0 + int64_t(u) * Y < size) {
+        v[u] = x[base + d0 * inner + u * stride];
+        if constexpr (is_backward(kOp)) w[u] = y[base + d0 * inner + u * stride];
+      }
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u)
+      if (d0 + int64_t(u) * Y < size) {
+        const Acc yv = is_backward(kOp) ? element_cast<Acc>(w[u]) : Acc(0);
+        out[base + d0 * inner + u * stride] = element_cast<Out>(normalize_one<kOp, Acc>(element_cast<Acc>(v[u]), yv, a, b));
+      }
   }
 }
 
@@ -486,7 +515,7 @@ cudaError_t launch_rows_in_registers(const In* x, const In* y, Out* out, int64_t
 
 template <SoftmaxOp kOp, class In, class Out, class Acc, int kVec>
 cudaError_t launch_block_rows(const In* x, const In* y, Out* out, int64_t rows, int64_t size, cudaStream_t stream) {
-  constexpr int64_t kPackBytes = int64_t(sizeof(In)) * kVec * (is_backward(kOp) ? 2 : 1);
+  constexpr int64_t kPackBytes = int64_t(sizeof(In)) * kVec * (sums_y(kOp) ? 2 : 1);  // cached a pack
   const int64_t packs = size / kVec;
   const int64_t cached = packs * kPackBytes >= kRowCacheLeast ? std::min<int64_t>(packs, kRowCacheBytes / kPackBytes) : 0;
   const size_t smem = size_t(cached * kPackBytes);
@@ -534,13 +563,21 @@ cudaError_t launch(const NormalizeArgs& a, cudaStream_t stream) {
   const In* y = static_cast<const In*>(a.y);
   Out* out = static_cast<Out*>(a.out_data);
   if (a.inner > 1) {
-    const int64_t column_blocks = (a.inner + 31) / 32;
-    const int64_t blocks = a.outer * column_blocks;
-    if (blocks > 0x7fffffff) return cudaErrorInvalidValue;
-    // Y threads down: enough to fill the multiprocessors (2048 threads each), at least 4 rows each.
+    const int64_t fill = int64_t(a.sm_count) * 2048;  // threads that fill the multiprocessors
+    const auto blocks_of = [&](int X) { return a.outer * ((a.inner + X - 1) / X); };
+    // X columns a block: 32, fewer where fewer columns, or too few blocks of 1024 threads to fill
+    // the GPU (dim 1 of (32, 1000, 49): 224 blocks of 8 columns, not 64 of 32); a row's segment
+    // at least a 32-byte sector.
+    const int least = std::max<int>(8, 32 / int(sizeof(In)));
+    int X = 32;
+    while (X > least && (X / 2 >= a.inner || blocks_of(X) * 1024 < fill)) X /= 2;
+    // Y threads down: enough to fill the multiprocessors, at least 4 rows each.
     int Y = 1;
-    while (Y < 32 && blocks * Y * 32 < int64_t(a.sm_count) * 2048 && int64_t(Y) * 8 <= a.size) Y *= 2;
-    columns_kernel<kOp, In, Out, Acc><<<unsigned(blocks), dim3(32, Y), 0, stream>>>(x, y, out, column_blocks, a.size, a.inner);
+    while (X * Y < 1024 && blocks_of(X) * X * Y < fill && int64_t(Y) * 8 <= a.size) Y *= 2;
+    const int64_t column_blocks = (a.inner + X - 1) / X;
+    if (blocks_of(X) > 0x7fffffff) return cudaErrorInvalidValue;
+    columns_kernel<kOp, In, Out, Acc><<<unsigned(blocks_of(X)), dim3(X, Y), 0, stream>>>(x, y, out, column_blocks, a.size,
+                                                                                         a.inner);
     return cudaGetLastError();
   }
   // Whole aligned packs: every row starts on 16 bytes in x and y, and on a pack of Out in out.
