@@ -287,17 +287,21 @@ def test_override_routes_softmax_and_its_backward(device):
         assert ov.routed["softmax"] == 1 and got.dtype == torch.float32
         torch.testing.assert_close(got, torch.softmax(h, 1, dtype=torch.float32))
         # where ours measured slower than torch's kernel, torch's (core/normalize.h's normalize_cuda_wins)
-        # (rows of 197 elements: not whole packs; 2-byte rows and log_softmax's backward past
-        # what the chip holds: read twice)
-        y = torch.log_softmax(torch.randn(2, 65540, device=device), 1)
+        # (rows of 197 elements: not whole packs; 2-byte rows past what the chip holds, forward
+        # and log_softmax's backward: read twice)
+        y = torch.log_softmax(torch.randn(2, 262152, device=device).bfloat16(), 1)
         with torch_reduce.override() as ov:
             torch.softmax(torch.randn(4, 197, device=device), 1)
             torch.softmax(torch.randn(2, 262152, device=device).bfloat16(), 1)
-            torch.ops.aten._log_softmax_backward_data(torch.ones_like(y), y, 1, torch.float32)
+            torch.ops.aten._log_softmax_backward_data(torch.ones_like(y), y, 1, torch.bfloat16)
         assert not ov.routed and ov.fallback_reasons == {"slower here": 3}, (ov.routed, ov.fallback_reasons)
-        # rows held on chip: ours, forward and backward, 2-byte rows too
+        # rows held on chip: ours, forward and backward, 2-byte rows too; float32 log_softmax's
+        # backward past the chip (its first read g alone)
         y = torch.log_softmax(torch.randn(4, 4096, device=device), 1)
+        z = torch.log_softmax(torch.randn(2, 131080, device=device), 1)
         with torch_reduce.override() as ov:
             torch.softmax(torch.randn(4, 4096, device=device).bfloat16(), 1)
             torch.ops.aten._log_softmax_backward_data(torch.ones_like(y), y, 1, torch.float32)
-        assert ov.routed == {"softmax": 1, "log_softmax_backward": 1} and not ov.fallback, (ov.routed, ov.fallback)
+            got = torch.ops.aten._log_softmax_backward_data(torch.ones_like(z), z, 1, torch.float32)
+        assert ov.routed == {"softmax": 1, "log_softmax_backward": 2} and not ov.fallback, (ov.routed, ov.fallback)
+        torch.testing.assert_close(got, torch.ops.aten._log_softmax_backward_data(torch.ones_like(z), z, 1, torch.float32))

@@ -82,19 +82,18 @@ constexpr int normalize_on_chip_blocks(SoftmaxOp op, int bytes, int64_t size, bo
 // call: `size` elements along the dim, `inner` after it, `bytes` a read element, `packs` whether
 // rows are whole aligned 16-byte packs, `on_chip` whether rows past the warps' are held on chip
 // (normalize_on_chip_blocks). override() routes aten's softmax family to ours only there. H100,
-// hot, us (benchmarks/results/h100/normalizing.md): rows of whole packs up to 1024 elements (a
-// warp a row; bfloat16 (16384, 1024) 28.6 against torch's 35.4), rows on chip, forward and
-// backward (softmax over (2048, 128256) bfloat16 482 against 726; log_softmax's backward over
-// (4096, 32000) float32 515 against 735), float32 and float64 rows past them (a block a row,
-// read twice), columns (dim 0 of (1000, 4096) 24 against 723), and softmax's backward win; not
-// 2-byte rows past the chip, rows that are not whole packs (softmax over rows of 197 float32 55
-// against 43), log_softmax's backward over rows past the chip (3187 against 2874 over (4096,
-// 128256) float32).
+// hot, us (benchmarks/results/h100/normalizing_softmax.md, 2026-12-07): rows of whole packs up
+// to 1024 elements (a warp a row; bfloat16 (16384, 1024) 24.6 against torch's 35.3), rows on
+// chip, forward and backward (softmax over (2048, 128256) bfloat16 474 against 713; log_softmax's
+// backward over (4096, 32000) float32 515 against 714), float32 and float64 rows past them (a
+// block a row, read twice; log_softmax's backward's first read takes g alone: (4096, 128256)
+// float32 2515 against 2805), columns (dim 0 of (1000, 4096) 20 against 726) and softmax's
+// backward win; not 2-byte rows past the chip, nor rows that are not whole packs (softmax over
+// rows of 197 float32 52 against 43).
 constexpr bool normalize_cuda_wins(SoftmaxOp op, int bytes, int64_t size, int64_t inner, bool packs, bool on_chip) {
   if (inner > 1 || size <= 1) return true;
   if (op == SoftmaxOp::SoftmaxBackward) return true;
-  if (op == SoftmaxOp::LogSoftmaxBackward) return size <= 1024 || on_chip;
-  if (size <= 1024) return packs;
+  if (size <= 1024) return packs || is_backward(op);
   return on_chip || bytes >= 4;
 }
 

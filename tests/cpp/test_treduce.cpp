@@ -939,8 +939,10 @@ void check_normalize_routes() {
   expect(normalize_cuda_wins(SoftmaxOp::SoftmaxBackward, 2, 300000, 1, true, false), "softmax route: softmax's backward");
   expect(normalize_cuda_wins(SoftmaxOp::LogSoftmaxBackward, 4, 32000, 1, true, true),
          "softmax route: log_softmax's backward on chip");
-  expect(!normalize_cuda_wins(SoftmaxOp::LogSoftmaxBackward, 4, 128256, 1, true, false),
-         "softmax route: not log_softmax's backward past the chip");
+  expect(normalize_cuda_wins(SoftmaxOp::LogSoftmaxBackward, 4, 128256, 1, true, false),
+         "softmax route: float32 log_softmax's backward past the chip");
+  expect(!normalize_cuda_wins(SoftmaxOp::LogSoftmaxBackward, 2, 300000, 1, true, false),
+         "softmax route: not 2-byte log_softmax's backward past the chip");
   // Rows on chip: 64 KiB a block forward (32 KiB a backward's input, and float64's), up to 8
   // blocks from sm_90, whole packs only; the suite's rows.
   expect(normalize_on_chip_blocks(SoftmaxOp::Softmax, 4, 32000, true, 9) == 2, "on chip: float32 rows of 32000, 2 blocks");
