@@ -17,7 +17,6 @@ Writes normalizing.json and normalizing.md to --out.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 from pathlib import Path
@@ -26,6 +25,7 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import report  # noqa: E402
 import timing  # noqa: E402
 
 import torch_reduce  # noqa: E402
@@ -213,7 +213,7 @@ def main(argv=None) -> int:
         r["floor"] = r["bytes"] * r["passes"] * per_byte
     env = {"torch": torch.__version__, "gpu": torch.cuda.get_device_name(), "cuda": torch.version.cuda}
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "normalizing.json").write_text(json.dumps({"environment": env, "rows": rows}, indent=1))
+    report.write_summary(args.out / "normalizing.json", {"environment": env, "rows": rows})
     lines = [f"# Normalizing ops ({env['gpu']}, torch {env['torch']}), us, medians", "",
              "| op | shape | dtype | dim | mode | ours | torch | compile | floor | best peer / ours | ours / floor |",
              "|---|---|---|---|---|---|---|---|---|---|---|"]
