@@ -408,6 +408,9 @@ __global__ void __launch_bounds__(1024)
   const bool live = i < inner;
   const int64_t base = o * size * inner + i;
   const int64_t stride = int64_t(Y) * inner;  // between a thread's rows
+  // row d0 + u Y of the column: whether it is in the column, and where it is
+  const auto in_column = [&](int64_t d0, int u) { return d0 + int64_t(u) * Y < size; };
+  const auto at = [&](int64_t d0, int u) { return base + d0 * inner + u * stride; };
   if constexpr (!is_backward(kOp)) {
     ExpSum<Acc> s = ExpSum<Acc>::identity();
     if (live)
@@ -415,9 +418,9 @@ __global__ void __launch_bounds__(1024)
         Pack<In, 1> p[kUnroll];
 #pragma unroll
         for (int u = 0; u < kUnroll; ++u)
-          if (d0 + int64_t(u) * Y < size) p[u].v[0] = x[base + d0 * inner + u * stride];
+          if (in_column(d0, u)) p[u].v[0] = x[at(d0, u)];
         // (the maximum of the kUnroll, then their exps: one rescale a round, not an element)
-        s = ExpSum<Acc>::combine(s, packs_exp_sum<Acc>(p, [&](int u) { return d0 + int64_t(u) * Y < size; }, [] {}));
+        s = ExpSum<Acc>::combine(s, packs_exp_sum<Acc>(p, [&](int u) { return in_column(d0, u); }, [] {}));
       }
     first[ty * X + tx] = s.max, second[ty * X + tx] = s.sum;
   } else {
@@ -427,10 +430,10 @@ __global__ void __launch_bounds__(1024)
         In g[kUnroll], v[kUnroll];
 #pragma unroll
         for (int u = 0; u < kUnroll; ++u)
-          if (d0 + int64_t(u) * Y < size) g[u] = x[base + d0 * inner + u * stride], v[u] = y[base + d0 * inner + u * stride];
+          if (in_column(d0, u)) g[u] = x[at(d0, u)], v[u] = y[at(d0, u)];
 #pragma unroll
         for (int u = 0; u < kUnroll; ++u)
-          if (d0 + int64_t(u) * Y < size) s += backward_term<kOp, Acc>(element_cast<Acc>(g[u]), element_cast<Acc>(v[u]));
+          if (in_column(d0, u)) s += backward_term<kOp, Acc>(element_cast<Acc>(g[u]), element_cast<Acc>(v[u]));
       }
     first[ty * X + tx] = s;
   }
@@ -453,15 +456,15 @@ __global__ void __launch_bounds__(1024)
     In v[kUnroll], w[kUnroll];
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u)
-      if (d0 + int64_t(u) * Y < size) {
-        v[u] = x[base + d0 * inner + u * stride];
-        if constexpr (is_backward(kOp)) w[u] = y[base + d0 * inner + u * stride];
+      if (in_column(d0, u)) {
+        v[u] = x[at(d0, u)];
+        if constexpr (is_backward(kOp)) w[u] = y[at(d0, u)];
       }
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u)
-      if (d0 + int64_t(u) * Y < size) {
+      if (in_column(d0, u)) {
         const Acc yv = is_backward(kOp) ? element_cast<Acc>(w[u]) : Acc(0);
-        out[base + d0 * inner + u * stride] = element_cast<Out>(normalize_one<kOp, Acc>(element_cast<Acc>(v[u]), yv, a, b));
+        out[at(d0, u)] = element_cast<Out>(normalize_one<kOp, Acc>(element_cast<Acc>(v[u]), yv, a, b));
       }
   }
 }
