@@ -54,7 +54,7 @@ DTYPES = {str(d).removeprefix("torch."): d for d in torch_reduce.SUPPORTED_DTYPE
 INTEGRAL = {torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64}
 OPS = ("sum",)
 # The reference lines a candidate is held against (vs_best): whichever of these ran.
-PEERS = ("torch.sum", "torch.compile", "cub")
+PEERS = report.PEERS
 MODES = {"cuda": ("hot", "cold", "eager"), "cpu": ("wall",)}
 # Variants that take seconds past these sizes: one atomic per element on one address, and one
 # block doing all the work.

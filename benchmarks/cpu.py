@@ -19,17 +19,20 @@ close for floating statistics): (4096, 4096) over dims 0, -1 and all, (65536, 12
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import os
 import pathlib
 import platform
 import statistics
+import sys
 import time
 
 import torch
 
 import torch_reduce
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+import report  # noqa: E402
 
 FLOATS = [torch.float32, torch.bfloat16, torch.float16, torch.float64]
 INTS = [torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64, torch.bool]
@@ -237,11 +240,11 @@ def main(argv=None) -> int:
     out = args.out or pathlib.Path(__file__).parent / "results" / f"cpu-{cores}"
     out.mkdir(parents=True, exist_ok=True)
     if args.ops:
-        (out / "cpu_ops.json").write_text(json.dumps(dict(meta=meta, rows=rows), indent=1))
+        report.write_summary(out / "cpu_ops.json", dict(meta=meta, rows=rows))
         (out / "cpu_ops.md").write_text(markdown_ops(rows, f"# CPU ops: {cpu}, {cores} cores, torch "
                                                     f"{torch.__version__}; medians of interleaved wall-clock samples."))
         return 0
-    (out / "cpu.json").write_text(json.dumps(dict(meta=meta, rows=rows), indent=1))
+    report.write_summary(out / "cpu.json", dict(meta=meta, rows=rows))
     header = (f"# CPU sweep: {cpu}, {cores} cores, torch {torch.__version__}; medians of interleaved "
               "wall-clock samples; error: |result - float64 sum| over fresh N(0, 1) inputs, relative "
               "to |float64 sum|.")

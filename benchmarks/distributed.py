@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import json
 import os
 import re
 import statistics
@@ -40,6 +39,7 @@ import torch_reduce
 import torch_reduce.distributed as trd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # also under PYTHONSAFEPATH (scripts/check_torch.sh)
+import report  # noqa: E402
 from cpu import cpu_name  # noqa: E402
 
 DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32,
@@ -220,7 +220,7 @@ def run(args) -> int:
                "device": torch.cuda.get_device_name(device) if cuda else f"{cpu_name()}, {os.cpu_count()} cores",
                "threads": torch.get_num_threads(),
                "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}
-        (args.out / f"distributed_w{world}.json").write_text(json.dumps({"environment": env, "rows": rows}, indent=1))
+        report.write_summary(args.out / f"distributed_w{world}.json", {"environment": env, "rows": rows})
         (args.out / f"distributed_w{world}.md").write_text(world_table(env, rows))
     dist.barrier()
     dist.destroy_process_group()
@@ -263,7 +263,7 @@ def scaling(folder: Path) -> int:
     for path in folder.glob("distributed_w*.json"):
         match = re.fullmatch(r"distributed_w(\d+)\.json", path.name)
         if match:
-            runs[int(match.group(1))] = json.loads(path.read_text())
+            runs[int(match.group(1))] = report.read_summary(path)
     if not runs:
         print(f"no distributed_w<world>.json in {folder}", file=sys.stderr)
         return 1

@@ -17,7 +17,6 @@ against torch's first. Writes eager.json and eager.md to --out (default benchmar
 from __future__ import annotations
 
 import argparse
-import json
 import pathlib
 import statistics
 import sys
@@ -26,6 +25,7 @@ import time
 import torch
 
 import dims
+import report
 import timing
 import torch_reduce
 
@@ -191,7 +191,7 @@ def main(argv=None) -> int:
     out = args.out or pathlib.Path(__file__).parent / "results" / gpu.split()[-1].lower()
     out.mkdir(parents=True, exist_ok=True)
     meta = {"gpu": gpu, "torch": torch.__version__, "cuda": torch.version.cuda, "reps": args.reps, "calls": CALLS}
-    (out / "eager.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
+    report.write_summary(out / "eager.json", {"meta": meta, "rows": rows})
     header = (f"# Eager suite: {gpu}, torch {torch.__version__}; medians of {args.reps} loops of {CALLS} calls. "
               "eager: us per call from a Python loop (CUDA events); host: the loop's wall clock to the last "
               "call's return; eager and kernel speedup: torch's time over torch_reduce's (the wrapper's; "

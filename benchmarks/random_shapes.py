@@ -32,6 +32,9 @@ import torch
 import torch_reduce
 from torch_reduce._table import BY_NAME, OPS
 
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+import report  # noqa: E402
+
 # Size pools: (model sizes, small sizes with the same character for the tests).
 POOLS = {
     "vocab": ([32000, 50257, 49152, 128256, 151936, 32064], [97, 250, 1000, 1031]),
@@ -338,7 +341,7 @@ def run(args, partial: pathlib.Path | None = None) -> dict:
     gen = torch.Generator(device=device).manual_seed(args.seed)
     rows = []
     if args.resume:
-        rows = json.loads(args.resume.read_text())["rows"]
+        rows = report.read_summary(args.resume)["rows"]
         labels = [c.label() for c in cases[:len(rows)]]
         if [r["label"] for r in rows] != labels:
             raise SystemExit(f"{args.resume}: its cases are not the first {len(rows)} of seed {args.seed}")
@@ -427,11 +430,9 @@ def summarize(result: dict, modes: list[str]) -> str:
 
 
 def write_json(path: pathlib.Path, result: dict) -> None:
-    """The run's summary: its settings on the first line, then a line a case (medians in us, to
-    the nanosecond)."""
-    rows = [{k: round(v, 3) if isinstance(v, float) else v for k, v in row.items()} for row in result["rows"]]
-    head = ", ".join(f"{json.dumps(k)}: {json.dumps(v)}" for k, v in result.items() if k != "rows")
-    path.write_text("{" + head + ', "rows": [\n' + ",\n".join(json.dumps(r) for r in rows) + "\n]}\n")
+    """The run's summary (report.write_summary: its settings, then a line a case, medians in us to
+    4 significant digits; report.read_summary reads it)."""
+    report.write_summary(path, result)
 
 
 def parse_args(argv=None):

@@ -7,6 +7,7 @@ import math
 from collections import defaultdict
 from dataclasses import asdict
 from pathlib import Path
+from types import SimpleNamespace
 
 HEADLINE = "auto"
 REFERENCES = ("torch.sum", "torch.compile", "cub", "read_probe")
@@ -129,6 +130,19 @@ def markdown(kind: str, env: dict, rows) -> str:
     return "\n".join(parts)
 
 
+def save_figure(fig, path: Path, dpi: int = 80, colors: int = 64) -> None:
+    """fig as a PNG of at most `colors` colours (a plot's lines and text need no more): a tenth of
+    the bytes of the full-colour file."""
+    import io
+
+    from PIL import Image
+
+    buf = io.BytesIO()
+    fig.savefig(buf, dpi=dpi, format="png")
+    image = Image.open(buf).convert("RGB").quantize(colors=colors, method=Image.Quantize.MEDIANCUT)
+    image.save(path, optimize=True)
+
+
 def plot_sweep(rows, path: Path, mode: str) -> None:
     import matplotlib
 
@@ -162,7 +176,7 @@ def plot_sweep(rows, path: Path, mode: str) -> None:
     axes.flat[0].legend(fontsize=7, title="grey: other variants", title_fontsize=7)
     fig.suptitle(f"sum, {mode}: GB/s of the bytes the op must read")
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    save_figure(fig, path)
     plt.close(fig)
 
 
@@ -183,17 +197,18 @@ def plot_ladder(rows, path: Path) -> None:
         ax.set_title(f"{dtype}, n = {size_label(n)}", fontsize=10)
         ax.grid(axis="y", alpha=0.3)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    save_figure(fig, path)
     plt.close(fig)
 
 
 SAMPLE_KEYS = ("samples_us", "samples")
+DIGITS = 4  # significant digits a summary keeps: far finer than a timing's run-to-run noise
 
 
 def _compact(v):
-    """A summary's value: floats to 6 significant digits, raw samples dropped."""
+    """A summary's value: floats to DIGITS significant digits, raw samples dropped."""
     if isinstance(v, float):
-        return float(f"{v:.6g}")
+        return float(f"{v:.{DIGITS}g}")
     if isinstance(v, dict):
         return {k: _compact(x) for k, x in v.items() if k not in SAMPLE_KEYS}
     if isinstance(v, list):
@@ -201,22 +216,125 @@ def _compact(v):
     return v
 
 
+def _has_samples(v) -> bool:
+    if isinstance(v, dict):
+        return any((k in SAMPLE_KEYS and x is not None) or _has_samples(x) for k, x in v.items())
+    return isinstance(v, list) and any(_has_samples(x) for x in v)
+
+
+# Sweep and ladder rows' fields that follow from the rows of their case (bench.measure): a summary
+# leaves out those it gets back from the stored medians and read_summary computes them again.
+PEERS = ("torch.sum", "torch.compile", "cub")  # the lines vs_best holds a candidate against
+DERIVED = ("gbps", "speedup_vs_torch", "vs_cub", "vs_best", "pct_of_read")
+DERIVED_KINDS = ("sweep", "ladder")
+
+
+def _round(v):
+    return None if v is None else float(f"{v:.{DIGITS}g}")
+
+
+def _derive(rows: list[dict], names) -> list[dict]:
+    """rows with `names` (of DERIVED) computed from each case's medians and bytes, as bench.measure
+    does."""
+    cases = defaultdict(dict)
+    for r in rows:
+        cases[(r["op"], r["dtype"], r["n"], r["offset"], r["mode"])][r["candidate"]] = r["median_us"]
+    out = []
+    for r in rows:
+        timed, med = cases[(r["op"], r["dtype"], r["n"], r["offset"], r["mode"])], r["median_us"]
+        peers = [timed[p] for p in PEERS if p in timed]
+        value = {"gbps": r["bytes"] / med / 1e3,
+                 "speedup_vs_torch": timed["torch.sum"] / med if "torch.sum" in timed else None,
+                 "vs_cub": timed["cub"] / med if "cub" in timed else None,
+                 "vs_best": min(peers) / med if peers else None,
+                 "pct_of_read": 100.0 * timed["read_probe"] / med if "read_probe" in timed else None}
+        out.append({**r, **{k: _round(value[k]) for k in names}})
+    return out
+
+
+def _derivable(rows: list[dict]) -> list[str]:
+    """The DERIVED columns every row has and _derive gives back from the rows' DIGITS digits (a
+    ratio of two rounded medians, rounded: within 2.5e-3 of the stored value)."""
+    need = ("op", "dtype", "n", "offset", "mode", "candidate", "median_us", "bytes")
+    if not all(all(k in r for k in need) and r["median_us"] for r in rows):
+        return []
+    names = [k for k in DERIVED if all(k in r for r in rows)]
+    again = _derive(rows, names)
+
+    def close(a, b):
+        return a is b is None or (a is not None and b is not None and math.isclose(a, b, rel_tol=2.5e-3))
+
+    return [k for k in names if all(close(r[k], g[k]) for r, g in zip(rows, again))]
+
+
+def _table(rows: list[dict], derived=()) -> dict | None:
+    """A list of row dicts as {"columns": [...], "rows": [[...], ...]}; "sparse": true where some
+    rows lack some columns (a null cell there is a key the row does not have); "derived": the
+    columns left out, computed again on reading. None where a missing key cannot be told apart
+    from a null value: such a list stays a list of objects."""
+    columns = [c for c in dict.fromkeys(k for r in rows for k in r) if c not in derived]
+    sparse = any(len(r) != len(columns) + len(derived) for r in rows)
+    if sparse and any(v is None for r in rows for v in r.values()):
+        return None
+    return {"columns": columns, **({"sparse": True} if sparse else {}), **({"derived": list(derived)} if derived else {}),
+            "rows": [[r.get(c) for c in columns] for r in rows]}
+
+
+def _untable(v):
+    if isinstance(v, dict) and "columns" in v and "rows" in v and set(v) <= {"columns", "sparse", "derived", "rows"}:
+        cols, sparse = v["columns"], v.get("sparse", False)
+        rows = [{c: x for c, x in zip(cols, row) if not (sparse and x is None)} for row in v["rows"]]
+        return _derive(rows, v["derived"]) if v.get("derived") else rows
+    return v
+
+
+def summary_text(payload: dict) -> str:
+    """payload (already compact) as JSON: a line a value, each list of rows as a table with a row a
+    line, so that a new run's diff reads case by case."""
+    def line(x):
+        return json.dumps(x, separators=(",", ":"))
+
+    parts = []
+    for k, v in payload.items():
+        rows = isinstance(v, list) and v and all(isinstance(r, dict) for r in v)
+        derived = _derivable(v) if rows and payload.get("kind") in DERIVED_KINDS and k == "rows" else []
+        table = _table(v, derived) if rows else None
+        if table is not None:
+            head = ", ".join(f"{json.dumps(t)}: {json.dumps(x)}" for t, x in table.items() if t != "rows")
+            body = ",\n".join("  " + line(r) for r in table["rows"])
+            parts.append(f" {json.dumps(k)}: {{{head}, \"rows\": [\n{body}\n ]}}")
+        elif rows:
+            parts.append(f" {json.dumps(k)}: [\n" + ",\n".join("  " + line(r) for r in v) + "\n ]")
+        else:
+            parts.append(f" {json.dumps(k)}: {json.dumps(v)}")
+    return "{\n" + ",\n".join(parts) + "\n}\n"
+
+
 def write_summary(path: Path, payload: dict) -> list[Path]:
-    """payload as a compact summary at `path` (no raw samples; a row a line, so that a new run's
-    diff reads case by case) and, where its rows carry samples, the whole payload beside it as
-    <stem>_samples.json (not kept in git: .gitignore)."""
+    """payload as a compact summary at `path` (floats to DIGITS significant digits, no raw samples,
+    each list of rows a table: read it back with read_summary) and, where its rows carry samples,
+    the whole payload beside it as <stem>_samples.json (not kept in git: .gitignore)."""
     payload = json.loads(json.dumps(payload, default=str))
-    compact = _compact(payload)
-    lists = [k for k, v in compact.items() if isinstance(v, list) and v and isinstance(v[0], dict)]
-    parts = [f" {json.dumps(k)}: {json.dumps(v)}" for k, v in compact.items() if k not in lists]
-    parts += [f' {json.dumps(k)}: [\n' + ",\n".join("  " + json.dumps(r) for r in compact[k]) + "\n ]" for k in lists]
-    path.write_text("{\n" + ",\n".join(parts) + "\n}\n")
+    path.write_text(summary_text(_compact(payload)))
     written = [path]
-    if compact != payload:
+    if _has_samples(payload):
         samples = path.with_name(path.stem + "_samples.json")
         samples.write_text(json.dumps(payload, indent=1))
         written.append(samples)
     return written
+
+
+def read_summary(path: Path) -> dict:
+    """A summary written by write_summary, its tables back as lists of row dicts, derived columns
+    computed again (a summary from before the tables, whose rows are lists of dicts, reads as it
+    is)."""
+    return {k: _untable(v) for k, v in json.loads(Path(path).read_text()).items()}
+
+
+def summary_rows(rows: list[dict]) -> list[SimpleNamespace]:
+    """A summary's sweep or ladder rows as objects for the tables and plots above (a field that a
+    summary lacks, vs_best before torch.compile was timed, reads None)."""
+    return [SimpleNamespace(**{**dict.fromkeys(DERIVED), **r}) for r in rows]
 
 
 def write_all(out: Path, kind: str, env: dict, rows, config: dict) -> list[Path]:
@@ -324,3 +442,50 @@ def write_dims(out: Path, env: dict, rows, eager, config: dict) -> list[Path]:
     written[1].write_text(dims_markdown(env, rows, eager))
     written[:1] = write_summary(written[0], payload)
     return written
+
+
+def main(argv=None) -> int:
+    import argparse
+
+    p = argparse.ArgumentParser(description="A committed summary's figures and tables again, or summaries "
+                                "rewritten in the current form (read_summary reads both).")
+    sub = p.add_subparsers(dest="command", required=True)
+    plot = sub.add_parser("plot", help="a sweep's gbps_<mode>.png or a ladder's ladder.png, beside the summary")
+    plot.add_argument("summary", type=Path)
+    plot.add_argument("--out", type=Path, default=None, help="the figures' folder (default: the summary's)")
+    plot.add_argument("--modes", default=None, help="a sweep's modes to plot (default: every mode but eager)")
+    md = sub.add_parser("markdown", help="a sweep's, ladder's or dims suite's tables, to stdout")
+    md.add_argument("summary", type=Path)
+    rewrite = sub.add_parser("rewrite", help="summaries rewritten in place in the current form")
+    rewrite.add_argument("summaries", type=Path, nargs="+")
+    args = p.parse_args(argv)
+    if args.command == "rewrite":
+        for path in args.summaries:
+            write_summary(path, read_summary(path))
+        return 0
+    payload = read_summary(args.summary)
+    kind = payload.get("kind")
+    if kind not in DERIVED_KINDS + ("dims",):
+        raise SystemExit(f"{args.summary}: not a bench.py summary (kind {kind!r})")
+    rows = summary_rows(payload["rows"])
+    if args.command == "markdown":
+        print(dims_markdown(payload["environment"], rows, summary_rows(payload.get("eager", []))) if kind == "dims"
+              else markdown(kind, payload["environment"], rows), end="")
+        return 0
+    out = args.out or args.summary.parent
+    out.mkdir(parents=True, exist_ok=True)
+    if kind == "ladder":
+        plot_ladder(rows, out / "ladder.png")
+        print(out / "ladder.png")
+    elif kind == "sweep":
+        modes = args.modes.split(",") if args.modes else [m for m in dict.fromkeys(r.mode for r in rows) if m != "eager"]
+        for mode in modes:
+            plot_sweep(rows, out / f"gbps_{mode}.png", mode)
+            print(out / f"gbps_{mode}.png")
+    else:
+        raise SystemExit("the dims suite has no figures")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -17,7 +17,6 @@ counts; the lines the most changed first with --sort.
 from __future__ import annotations
 
 import argparse
-import json
 import pathlib
 import sys
 
@@ -25,6 +24,7 @@ import torch
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 import random_shapes  # noqa: E402
+import report  # noqa: E402
 import timing  # noqa: E402
 
 import torch_reduce  # noqa: E402
@@ -55,7 +55,7 @@ def main(argv=None) -> int:
     time = timing.time_hot if cuda else timing.time_wall
     lines = []
     for path in files:
-        committed = json.loads(path.read_text())
+        committed = report.read_summary(path)
         if committed["device"] != args.device:
             continue
         seed = committed["seed"]

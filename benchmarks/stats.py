@@ -13,13 +13,13 @@ benchmarks/results/<gpu>).
 from __future__ import annotations
 
 import argparse
-import json
 import pathlib
 import sys
 from dataclasses import asdict, dataclass
 
 import torch
 
+import report
 import timing
 import torch_reduce
 
@@ -232,7 +232,7 @@ def main(argv=None) -> int:
     out = args.out or pathlib.Path(__file__).parent / "results" / gpu.split()[-1].lower()
     out.mkdir(parents=True, exist_ok=True)
     meta = {"gpu": gpu, "torch": torch.__version__, "cuda": torch.version.cuda, "reps": args.reps}
-    (out / f"{args.suite}.json").write_text(json.dumps({"meta": meta, "rows": [asdict(r) for r in rows]}, indent=1))
+    report.write_summary(out / f"{args.suite}.json", {"meta": meta, "rows": [asdict(r) for r in rows]})
     title = {"stats": "Statistics suite", "logic": "Logic and extrema suite"}[args.suite]
     header = (f"# {title}: {gpu}, torch {torch.__version__}, {args.reps} samples a case; medians. "
               "vs best peer: the faster of torch eager and torch.compile over torch_reduce; vs probe: "

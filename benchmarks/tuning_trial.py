@@ -24,6 +24,7 @@ import torch
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 import random_shapes  # noqa: E402
+import report  # noqa: E402
 import timing  # noqa: E402
 
 
@@ -47,7 +48,7 @@ def main(argv=None) -> int:
     plans = {} if baseline else json.loads(args.plans.read_text())
     peers = {}
     if args.against is not None:
-        peers = {r["case"]: r for r in json.loads(args.against.read_text())["rows"]}
+        peers = {r["case"]: r for r in report.read_summary(args.against)["rows"]}
     mode = "hot" if args.device == "cuda" else "wall"
     gen = torch.Generator(device=args.device).manual_seed(args.seed)
     seen, changed, failed = {}, [], 0

@@ -87,7 +87,7 @@ def test_cpu_run_writes_every_output(tmp_path, capsys):
                        "--reps", "2", "--out", str(out)]) == 0
     printed = capsys.readouterr().out
     assert "vs torch" in printed and "pairwise" in printed
-    data = json.loads((out / "results.json").read_text())
+    data = report.read_summary(out / "results.json")
     assert data["environment"]["device"] == "cpu" and data["kind"] == "sweep"
     rows = data["rows"]
     assert len(rows) == 4 * 2 * (1 + len(torch_reduce.variants("cpu")))  # dtypes x sizes x (torch.sum + variants)
@@ -99,7 +99,7 @@ def test_cpu_run_writes_every_output(tmp_path, capsys):
     assert {r["dtype"] for r in rows} == {"float32", "int16", "bool", "float32>float64"}
     md = (out / "results.md").read_text()
     assert "## auto against the references, wall" in md and "| float32>float64 | 4097 |" in md
-    assert (out / "gbps_wall.png").stat().st_size > 10_000
+    assert (out / "gbps_wall.png").stat().st_size > 5_000  # a 64-colour PNG of four panels
 
 
 @pytest.fixture
@@ -260,7 +260,7 @@ def test_cpu_dims_run_writes_every_output(tmp_path, capsys):
     assert "vs torch" in printed and "torch.ops.treduce.sum" in printed
     cases = dims.suite("cpu", dims.OPS, dims.DTYPES, [dims.parse_shape(s) for s in shapes.split(",")])
     assert len(cases) == 4 * 2 * (2 + 2 + 3 + 1)
-    data = json.loads((out / "results_dims.json").read_text())
+    data = report.read_summary(out / "results_dims.json")
     assert data["kind"] == "dims" and data["environment"]["device"] == "cpu"
     rows = data["rows"]
     assert all(r["median_us"] > 0 and r["gbps"] > 0 and "samples_us" not in r and r["mode"] == "wall" for r in rows)
@@ -285,7 +285,7 @@ def test_cpu_sweep_writes_every_case(tmp_path, capsys):
     import cpu
 
     assert cpu.main(["--quick", "--threads", "1", "--reps", "3", "--out", str(tmp_path)]) == 0
-    rows = json.loads((tmp_path / "cpu.json").read_text())["rows"]
+    rows = report.read_summary(tmp_path / "cpu.json")["rows"]
     assert len(rows) == len(list(cpu.cases(True)))
     for r in rows:
         assert r["torch_us"] > 0 and r["ours_us"] > 0
@@ -333,9 +333,9 @@ def test_retime_times_the_committed_cases_behind_their_peers(tmp_path, capsys):
     assert retime.main(common + ["--limit", "0"]) == 0
     assert " 5:" not in capsys.readouterr().out
     path = tmp_path / "random_shapes_seed5.json"
-    run = json.loads(path.read_text())
+    run = report.read_summary(path)
     run["rows"][1]["label"] = "another case"
-    path.write_text(json.dumps(run))
+    report.write_summary(path, run)
     with pytest.raises(SystemExit, match="case 1 is"):
         retime.main(common + ["--limit", "1e9"])
 
@@ -349,18 +349,18 @@ def test_random_shapes_keeps_partial_rows_and_resumes(tmp_path):
 
     common = ["--seed", "11", "--cases", "5", "--small", "--device", "cpu", "--reps", "3"]
     assert random_shapes.main(common + ["--out", str(tmp_path)]) == 0
-    full = json.loads((tmp_path / "random_shapes_seed11.json").read_text())
+    full = report.read_summary(tmp_path / "random_shapes_seed11.json")
     assert not (tmp_path / "random_shapes_seed11.partial.json").exists() and len(full["rows"]) == 5
     cut = dict(full, partial=True, rows=full["rows"][:2])
     for row in cut["rows"]:
-        row["ours_wall"] = 12345.0  # kept as it is, not timed again
+        row["ours_wall"] = 1234.0  # kept as it is (4 significant digits), not timed again
     resume = tmp_path / "cut.json"
     resume.write_text(json.dumps(cut))
     again = tmp_path / "again"
     assert random_shapes.main(common + ["--out", str(again), "--resume", str(resume)]) == 0
-    rows = json.loads((again / "random_shapes_seed11.json").read_text())["rows"]
+    rows = report.read_summary(again / "random_shapes_seed11.json")["rows"]
     assert [r["label"] for r in rows] == [r["label"] for r in full["rows"]]
-    assert [r["ours_wall"] for r in rows[:2]] == [12345.0, 12345.0] and rows[2]["ours_wall"] != 12345.0
+    assert [r["ours_wall"] for r in rows[:2]] == [1234.0, 1234.0] and rows[2]["ours_wall"] != 1234.0
     with pytest.raises(SystemExit, match="not the first 2"):
         random_shapes.main(["--seed", "12"] + common[2:] + ["--out", str(again), "--resume", str(resume)])
 
@@ -371,7 +371,7 @@ def test_cpu_ops_write_every_case(tmp_path):
     import cpu
 
     assert cpu.main(["--quick", "--ops", "--threads", "1", "--reps", "3", "--out", str(tmp_path)]) == 0
-    rows = json.loads((tmp_path / "cpu_ops.json").read_text())["rows"]
+    rows = report.read_summary(tmp_path / "cpu_ops.json")["rows"]
     per_shape = {"256x256": 3, "4096x32": 2}  # dims each
     floating_only = sum(1 for _, _, f in cpu.OPS.values() if f)
     want = sum(d * (3 * len(cpu.OPS) - floating_only) for d in per_shape.values())
@@ -405,7 +405,7 @@ def test_eager_suite_writes_every_case(tmp_path, capsys):
     import eager
 
     assert eager.main(["--quick", "--reps", "2", "--out", str(tmp_path)]) == 0
-    rows = json.loads((tmp_path / "eager.json").read_text())["rows"]
+    rows = report.read_summary(tmp_path / "eager.json")["rows"]
     assert len(rows) == 3 * len(list(eager.cases(True)))
     assert all(r["eager_us"] > 0 and r["host_us"] > 0 and r["kernel_us"] > 0 for r in rows)
 

@@ -3,7 +3,6 @@ real-model-like cases of benchmarks/random_shapes.py at small sizes, every resul
 (values, dtype, shape and strides) and the same bits on a second call, on the CPU and (when there
 is one) the GPU."""
 
-import json
 import math
 import os
 import subprocess
@@ -19,6 +18,7 @@ from util import DEVICES, UNIT_ROUNDOFF, cuda_only, fresh_generator
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 import random_shapes  # noqa: E402
+import report  # noqa: E402
 
 
 def test_contiguous_layouts_fold_as_one_view():
@@ -1196,7 +1196,7 @@ def test_the_benchmark_runs_on_the_cpu(tmp_path):
     summary and a line a case written."""
     assert random_shapes.main(["--device", "cpu", "--cases", "6", "--reps", "1", "--small", "--seed", "3",
                                "--out", str(tmp_path)]) == 0
-    result = json.loads((tmp_path / "random_shapes_seed3.json").read_text())
+    result = report.read_summary(tmp_path / "random_shapes_seed3.json")
     assert result["device"] == "cpu" and len(result["rows"]) == 6
     assert all("error" not in r and r["ours_wall"] > 0 and r["torch_wall"] > 0 for r in result["rows"])
     text = (tmp_path / "random_shapes_seed3.md").read_text()
