@@ -84,7 +84,7 @@ def test_values(device, dtype, op, shape, dim):
 # Data whose mean is 10^4 times its spread: the sum-of-squares formula loses every digit here;
 # Welford's keeps them. Every kernel path (CASES' shapes, the whole tensor in one block and in
 # many), several draws: a float32 running mean rounded at 1e4's ulp had put ours 2-4x past
-# torch's error in 2 draws of 10 (benchmarks/NOTES.md); about a pivot from the data it is not.
+# torch's error in 2 draws of 10 (benchmarks/NOTES.md at 8d99fb0); about a pivot from the data it is not.
 # (The last three: small results in a team's registers, CUDA's two passes over whole vectors,
 # elements down a column and several reduced runs.)
 _LARGE_MEAN = [((1 << 20,), None), ((4000,), None), ((512, 2048), 1), ((64, 33), -1), ((5, 100_003), 1),

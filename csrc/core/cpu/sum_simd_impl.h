@@ -422,7 +422,7 @@ struct Deviations {
 // then pairs of those), converts that to double and adds it there; the cascade and the lanes'
 // tree are double. Against a float64 sum of N(0, 1) data, 0.4x the error of the float cascade
 // (torch's kind) from 2^10 to 2^22; converting every element instead cost 1.5-2x the float
-// cascade's time in cache, groups of eight ~1.0x (benchmarks/NOTES.md).
+// cascade's time in cache, groups of eight ~1.0x (benchmarks/NOTES.md at 8d99fb0).
 constexpr int64_t kWideRow = 256;
 constexpr int kWideVecs = 2 * 128 / kBytes;  // double vectors of 32 lanes
 

@@ -56,7 +56,7 @@ struct Tuning {
   // ... for those columns (past small_elements) up to this many elements: small_most, as
   // measured. A knob of its own for trials: in committed H100 seeds, float32 sums and var over
   // columns of 56-128 results and 1024-2048 rows ran at 0.57-0.68x the best peer in this kernel,
-  // logsumexp's and positions' at 1.3-2x (benchmarks/NOTES.md, session 45).
+  // logsumexp's and positions' at 1.3-2x (benchmarks/NOTES.md at 8d99fb0, session 45).
   int64_t small_columns_elements = int64_t(1) << 19;
   // ... and from 2048 results of up to 16384 elements where its one pass beat two (several
   // reduced runs; narrow columns of up to 128 rows that are not dense slabs; H200, random shapes
@@ -153,7 +153,7 @@ struct Tuning {
   // tile_kernel, whose threads hold their outputs' elements in registers (no pass through
   // shared memory), where it can take them. 1: slabs always. (H200, hot: from 2 MB, rows of 7
   // bfloat16 took 2.90 -> 1.53 us, rows of 12 float32 2.19 -> 2.38; from 8 MB narrow columns
-  // also went to tiles and lost 2x. benchmarks/NOTES.md, 2026-11-30.)
+  // also went to tiles and lost 2x. benchmarks/NOTES.md at 8d99fb0, 2026-11-30.)
   int64_t slabs_least_bytes = 1;
   // Transposed short reductions go to transpose_tile_kernel from inner runs this long, its lanes
   // along inner as few as cover the run (4 to 32). With 32 lanes always, inner runs under 32

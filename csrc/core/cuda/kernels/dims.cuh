@@ -527,7 +527,7 @@ two_vector_rows_kernel(const typename R::In* x, Layout3 l, Sink out) {
 // multiprocessor (4 to 3, 3 to 2; ptxas, sm_90), which CUDA graphs would have paid too. The
 // combine inline (out of line, the call took 40 registers for float32 sums here, against 31).
 // With the caches cold it is up to 0.45 us slower than the two kernels (a one-row argmax of
-// 2^26, 3.3 us), and an eager loop of calls 2-3 us a call faster (benchmarks/NOTES.md).
+// 2^26, 3.3 us), and an eager loop of calls 2-3 us a call faster (benchmarks/NOTES.md at 8d99fb0).
 template <class R>
 __global__ void __launch_bounds__(kSegmentBlock)
 row_segments_ticket_kernel(const typename R::In* x, Layout3 l, int64_t per_segment, int segments,

@@ -536,7 +536,7 @@ using NarrowOut = std::conditional_t<R::Op::kPlain && std::is_same_v<typename R:
 // to the store: in one kernel for every tile count ptxas put the one-tile code after the others,
 // ~4.6 KiB past the entry, whatever the branch hint. CUDA-graph replays of one-tile sums took
 // 0.01-0.07 us less; calls with the caches cold, where a jump to code not run yet fetches it from
-// memory, took the same time (benchmarks/NOTES.md).
+// memory, took the same time (benchmarks/NOTES.md at 8d99fb0).
 template <class R, class Out, bool kOneTile>
 __global__ void __launch_bounds__(kVecBlock, 1)
 small_sum_kernel(const typename R::In* x, VecSplit s, Sink out) {
@@ -622,7 +622,7 @@ __device__ __forceinline__ typename R::Acc combine_partials(const typename R::Ac
 // running grid: read from L2 (ld.cg), never from a line this multiprocessor's L1 may hold. One
 // warp holding all kCombineLoads values took more registers than the grid kernel may have:
 // inlined, spills into the grid loop; out of line, a call whose code and frame came from memory
-// when the caches were cold (0.5-2.8 us a call against this, H100, benchmarks/NOTES.md).
+// when the caches were cold (0.5-2.8 us a call against this, H100, benchmarks/NOTES.md at 8d99fb0).
 template <class R, class Out, int kThreads>
 __device__ __forceinline__ void finish_by_block(const typename R::Acc* partials, int n, const Sink& out) {
   using Op = typename R::Op;
@@ -663,9 +663,9 @@ __device__ __forceinline__ void finish_by_block(const typename R::Acc* partials,
 //  - eager calls: vector_sum_ticket_kernel. Each block writes its partial and takes a number
 //    from a ticket word of the stream's own scratch (0 between calls; atom.inc wraps it back to
 //    0), and the last block adds the partials. One launch fewer: in eager code the host's cost
-//    a launch, not the kernel, sets the pace (benchmarks/NOTES.md). Two kernels, so that the
-//    ticket's code never moves the graph kernel's (the same ticket in one kernel for both made
-//    graph replays ~1% slower).
+//    a launch, not the kernel, sets the pace (benchmarks/NOTES.md at 8d99fb0). Two kernels, so
+//    that the ticket's code never moves the graph kernel's (the same ticket in one kernel for
+//    both made graph replays ~1% slower).
 // Both start with block_partial, which lets the next kernel launch only after its own wait, so
 // that a chain of calls never has more than one grid launched ahead (a grid that triggered first
 // let chains of waiting grids crowd the device). Four blocks a multiprocessor, so at most 32
