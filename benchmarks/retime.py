@@ -12,6 +12,13 @@ on the CPU, where --torch times torch again in the same run (the machine's noise
 the stored times' spread). Each result is checked against torch before it is timed. Prints one
 line a case, `ratio_now ratio_then ours_now ours_then peer seed:case label [plan]`, then the
 counts; the lines the most changed first with --sort.
+
+The tree keeps a few seeds a folder; earlier ones are in git history (docs/performance.md lists
+every seed used). To re-time those, write them into a folder and pass it:
+
+    mkdir -p old; for s in 48337 13579; do f=random_shapes_seed$s.json
+        git show 8d99fb0:benchmarks/results/h200/$f > old/$f; done
+    python benchmarks/retime.py --results old
 """
 
 from __future__ import annotations
