@@ -396,7 +396,10 @@ __global__ void __launch_bounds__(kOnChipThreads, 2)
 // Columns of (outer, size, inner): a block blockDim.x adjacent columns of one outer index (x)
 // times blockDim.y threads down (y, a power of two), each thread the rows ty, ty + Y, ...,
 // kUnroll loads in flight; the Y statistics of a column combined by a fixed tree in shared
-// memory (the same bits every run), then the same threads write.
+// memory (the same bits every run), then the same threads write. Each pass's loop stays rolled
+// (#pragma unroll 1): kUnroll loads a round are its loads in flight. Unrolled by the compiler,
+// float32 log_softmax had 16 loads and 12 stores in its PTX against softmax's 8 and 4, and took
+// 27.9 us over dim 0 of (1000, 4096) against softmax's 20.4 (H100).
 template <SoftmaxOp kOp, class In, class Out, class Acc>
 __global__ void __launch_bounds__(1024)
     columns_kernel(const In* __restrict__ x, const In* __restrict__ y, Out* __restrict__ out, int64_t column_blocks,
@@ -414,6 +417,7 @@ __global__ void __launch_bounds__(1024)
   if constexpr (!is_backward(kOp)) {
     ExpSum<Acc> s = ExpSum<Acc>::identity();
     if (live)
+#pragma unroll 1
       for (int64_t d0 = ty; d0 < size; d0 += int64_t(Y) * kUnroll) {
         Pack<In, 1> p[kUnroll];
 #pragma unroll
@@ -426,6 +430,7 @@ __global__ void __launch_bounds__(1024)
   } else {
     Acc s = Acc(0);
     if (live)
+#pragma unroll 1
       for (int64_t d0 = ty; d0 < size; d0 += int64_t(Y) * kUnroll) {
         In g[kUnroll], v[kUnroll];
 #pragma unroll
@@ -452,6 +457,7 @@ __global__ void __launch_bounds__(1024)
   __syncthreads();
   if (!live) return;
   const Acc a = first[tx], b = row_value<kOp>(is_backward(kOp) ? Acc(0) : second[tx]);
+#pragma unroll 1
   for (int64_t d0 = ty; d0 < size; d0 += int64_t(Y) * kUnroll) {
     In v[kUnroll], w[kUnroll];
 #pragma unroll
