@@ -4,7 +4,7 @@ scripts/sanitize_cases.py for the reductions):
     compute-sanitizer --tool memcheck python scripts/sanitize_normalizing.py
 
 softmax family: rows in registers (packs and elements), rows on chip (clusters of 1 to 8
-blocks), block rows (cached, not cached, elements), columns; cross_entropy: rows (packs and elements), columns, the reduction, backwards;
+blocks), block rows (cached, not cached, elements), columns (held in registers, and read twice); cross_entropy: rows (packs and elements), columns, the reduction, backwards;
 layer_norm and rms_norm: teams of 4 to 1024 threads (packs and elements, several teams a block),
 more rows than the backward's blocks, a block a row, with and without weight and bias, masks."""
 import torch, torch.nn.functional as F, torch_reduce
@@ -15,7 +15,8 @@ cases = [((37, 128), torch.float32, -1), ((9, 1024), torch.bfloat16, -1), ((50, 
          ((7, 33), torch.float32, 1), ((5, 999), torch.float32, -1), ((3, 32000), torch.float32, -1),
          ((4, 2000), torch.bfloat16, -1), ((3, 4099), torch.float32, -1), ((70, 3, 50), torch.float32, 0),
          ((2, 300, 17), torch.bfloat16, 1), ((3, 20000), torch.float64, -1), ((6, 100), torch.float64, 1),
-         ((2, 131072), torch.float32, -1), ((3, 100008), torch.bfloat16, -1), ((2, 131080), torch.float32, -1)]
+         ((2, 131072), torch.float32, -1), ((3, 100008), torch.bfloat16, -1), ((2, 131080), torch.float32, -1),
+         ((1500, 9), torch.float32, 0)]
 for shape, dtype, dim in cases:
     x = torch.randn(shape, device="cuda").to(dtype)
     for name in ("softmax", "log_softmax"):
