@@ -4,7 +4,7 @@ scripts/sanitize_cases.py for the reductions):
     compute-sanitizer --tool memcheck python scripts/sanitize_normalizing.py
 
 softmax family: rows in registers (packs and elements), rows on chip (clusters of 1 to 8
-blocks), block rows (cached, not cached, elements), columns (held in registers, and read twice); cross_entropy: rows (packs and elements), columns, the reduction, backwards;
+blocks), block rows (cached, not cached, elements), columns (short and long); cross_entropy: rows (packs and elements), columns, the reduction, backwards;
 layer_norm and rms_norm: teams of 4 to 1024 threads (packs and elements, several teams a block),
 more rows than the backward's blocks, a block a row, with and without weight and bias, masks."""
 import torch, torch.nn.functional as F, torch_reduce
