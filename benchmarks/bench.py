@@ -217,14 +217,10 @@ def measure(case: Case, fns: dict, modes: list[str], reps: int, flush, keep_samp
                       nbytes / med / 1e3, nbytes, tbytes, samples_us=samples if keep_samples else None)
             timed[name] = row
             rows.append(row)
-        best = min(timed[p].median_us for p in PEERS if p in timed)
+        medians = {name: row.median_us for name, row in timed.items()}
         for row in timed.values():
-            row.speedup_vs_torch = timed["torch.sum"].median_us / row.median_us
-            row.vs_best = best / row.median_us
-            if "cub" in timed:
-                row.vs_cub = timed["cub"].median_us / row.median_us
-            if "read_probe" in timed:
-                row.pct_of_read = 100.0 * timed["read_probe"].median_us / row.median_us
+            for field, value in report.derived(row.median_us, row.bytes, medians).items():
+                setattr(row, field, value)
     return rows
 
 

@@ -233,21 +233,25 @@ def _round(v):
     return None if v is None else float(f"{v:.{DIGITS}g}")
 
 
+def derived(med: float, nbytes: int, timed: dict) -> dict:
+    """The DERIVED fields of a candidate timed `med` us moving `nbytes`, against its case's medians
+    `timed` (candidate -> us): bench.measure's, and read_summary's from a summary's medians."""
+    peers = [timed[p] for p in PEERS if p in timed]
+    return {"gbps": nbytes / med / 1e3,
+            "speedup_vs_torch": timed["torch.sum"] / med if "torch.sum" in timed else None,
+            "vs_cub": timed["cub"] / med if "cub" in timed else None,
+            "vs_best": min(peers) / med if peers else None,
+            "pct_of_read": 100.0 * timed["read_probe"] / med if "read_probe" in timed else None}
+
+
 def _derive(rows: list[dict], names) -> list[dict]:
-    """rows with `names` (of DERIVED) computed from each case's medians and bytes, as bench.measure
-    does."""
+    """rows with `names` (of DERIVED) computed from each case's medians and bytes (derived)."""
     cases = defaultdict(dict)
     for r in rows:
         cases[(r["op"], r["dtype"], r["n"], r["offset"], r["mode"])][r["candidate"]] = r["median_us"]
     out = []
     for r in rows:
-        timed, med = cases[(r["op"], r["dtype"], r["n"], r["offset"], r["mode"])], r["median_us"]
-        peers = [timed[p] for p in PEERS if p in timed]
-        value = {"gbps": r["bytes"] / med / 1e3,
-                 "speedup_vs_torch": timed["torch.sum"] / med if "torch.sum" in timed else None,
-                 "vs_cub": timed["cub"] / med if "cub" in timed else None,
-                 "vs_best": min(peers) / med if peers else None,
-                 "pct_of_read": 100.0 * timed["read_probe"] / med if "read_probe" in timed else None}
+        value = derived(r["median_us"], r["bytes"], cases[(r["op"], r["dtype"], r["n"], r["offset"], r["mode"])])
         out.append({**r, **{k: _round(value[k]) for k in names}})
     return out
 
@@ -337,6 +341,12 @@ def summary_rows(rows: list[dict]) -> list[SimpleNamespace]:
     return [SimpleNamespace(**{**dict.fromkeys(DERIVED), **r}) for r in rows]
 
 
+def plotted_modes(rows) -> list[str]:
+    """A sweep's modes that get a figure: all but eager (it follows hot except for small sizes;
+    the tables have it)."""
+    return [m for m in dict.fromkeys(r.mode for r in rows) if m != "eager"]
+
+
 def write_all(out: Path, kind: str, env: dict, rows, config: dict) -> list[Path]:
     """results.json / .md / plots for a sweep; ladder.json / .md / .png for the ladder."""
     out.mkdir(parents=True, exist_ok=True)
@@ -350,10 +360,9 @@ def write_all(out: Path, kind: str, env: dict, rows, config: dict) -> list[Path]
         written.append(out / "ladder.png")
         plot_ladder(rows, written[-1])
     else:
-        for mode in dict.fromkeys(r.mode for r in rows):
-            if mode != "eager":  # eager follows hot except for small sizes; the tables have it
-                written.append(out / f"gbps_{mode}.png")
-                plot_sweep(rows, written[-1], mode)
+        for mode in plotted_modes(rows):
+            written.append(out / f"gbps_{mode}.png")
+            plot_sweep(rows, written[-1], mode)
     return written
 
 
@@ -478,7 +487,7 @@ def main(argv=None) -> int:
         plot_ladder(rows, out / "ladder.png")
         print(out / "ladder.png")
     elif kind == "sweep":
-        modes = args.modes.split(",") if args.modes else [m for m in dict.fromkeys(r.mode for r in rows) if m != "eager"]
+        modes = args.modes.split(",") if args.modes else plotted_modes(rows)
         for mode in modes:
             plot_sweep(rows, out / f"gbps_{mode}.png", mode)
             print(out / f"gbps_{mode}.png")
